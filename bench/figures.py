@@ -1,0 +1,190 @@
+"""From raw child results to figures: medians over runs, ratios, targets."""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+SIDES = ("ours", "ours-nosamples", "peer", "json", "otel")
+LABELS = {
+    "ours": "ours (default: traces + samples)",
+    "ours-nosamples": "ours (sample table off)",
+    "peer": "peer 0.1.4 (traces only)",
+    "json": "floor: JSON once",
+    "otel": "floor: OTel BSP no-op",
+}
+MB = 1024 * 1024
+
+
+@dataclass(frozen=True)
+class Metric:
+    key: str
+    title: str
+    unit: str
+    lower_is_better: bool = True
+
+
+def _acked(result: dict[str, Any]) -> int:
+    """Episodes the platform holds for the run; a floor 'acknowledges' everything."""
+    counts = result.get("platform")
+    if counts is None:
+        return int(result.get("episodes") or 0)
+    return int(counts.get("episodes") or 0)
+
+
+def _per_run(scenario: str, result: dict[str, Any]) -> dict[str, float]:
+    """The figures one child result gives."""
+    if "error" in result:
+        return {}
+    if scenario == "throughput":
+        episodes = result["episodes"]
+        return {
+            "cpu_per_1k": 1000.0 * result["cpu_s"] / episodes,
+            "eps_per_s": _acked(result) / result["wall_s"],
+            "acked_pct": 100.0 * _acked(result) / episodes,
+            "finish_s": result["finish_s"],
+            "wall_s": result["wall_s"],
+        }
+    if scenario in ("producer", "outage"):
+        prefix = "" if scenario == "producer" else "outage_"
+        latency = result["latency"]
+        figures = {
+            f"{prefix}slowdown_pct": result["slowdown_pct"],
+            f"{prefix}p50_ms": 1000.0 * latency["p50"],
+            f"{prefix}p99_ms": 1000.0 * latency["p99"],
+            f"{prefix}max_ms": 1000.0 * latency["max"],
+            f"{prefix}p99_over_encode": latency["p99"] / max(result["encode"]["p99"], 1e-9),
+            f"{prefix}acked_pct": 100.0 * _acked(result) / result["episodes"],
+        }
+        return figures
+    if scenario == "burst":
+        size = result["burst"]
+        return {
+            f"burst_{size}_peak_mb": result["peak_above_baseline"] / MB,
+            f"burst_{size}_logged_pct": 100.0 * result["logged"] / size,
+            f"burst_{size}_slowest_s": result["slowest_call_s"],
+        }
+    return {}
+
+
+def aggregate(raw: list[dict[str, Any]]) -> dict[str, dict[str, float]]:
+    """side -> figure -> median over runs."""
+    samples: dict[str, dict[str, list[float]]] = {}
+    for entry in raw:
+        for key, value in _per_run(entry["scenario"], entry["result"]).items():
+            samples.setdefault(entry["side"], {}).setdefault(key, []).append(value)
+    return {
+        side: {key: statistics.median(values) for key, values in figures.items()}
+        for side, figures in samples.items()
+    }
+
+
+def ratio(num: float | None, den: float | None) -> float | None:
+    if num is None or den is None or den <= 0 or num < 0:
+        return None
+    return num / den
+
+
+@dataclass(frozen=True)
+class Target:
+    figure: str
+    text: str
+    check: Callable[[dict[str, dict[str, float]], str], bool | None]
+
+
+def _get(figures: dict[str, dict[str, float]], side: str, key: str) -> float | None:
+    return figures.get(side, {}).get(key)
+
+
+def _le(value: float | None, bound: float | None) -> bool | None:
+    return None if value is None or bound is None else value <= bound
+
+
+def _burst_sizes(figures: dict[str, dict[str, float]], side: str) -> list[int]:
+    return sorted(
+        int(key.split("_")[1])
+        for key in figures.get(side, {})
+        if key.startswith("burst_") and key.endswith("_peak_mb")
+    )
+
+
+def _burst_ok(figures: dict[str, dict[str, float]], side: str) -> bool | None:
+    sizes = _burst_sizes(figures, side)
+    if not sizes:
+        return None
+    peaks = [_get(figures, side, f"burst_{size}_peak_mb") or 0.0 for size in sizes]
+    completed = all(
+        (_get(figures, side, f"burst_{size}_logged_pct") or 0.0) >= 100.0 for size in sizes
+    )
+    # Flat: the largest burst costs at most 16 MB or 25% more than the smallest.
+    flat = peaks[-1] <= max(peaks[0] * 1.25, peaks[0] + 16.0)
+    return completed and flat and max(peaks) <= 200.0
+
+
+def _slowdown_ratio(figures: dict[str, dict[str, float]], side: str) -> bool | None:
+    ours = _get(figures, side, "slowdown_pct")
+    peer = _get(figures, "peer", "slowdown_pct")
+    if ours is None or peer is None:
+        return None
+    # A slowdown at or under zero is as good as it gets, whatever the peer's.
+    return ours <= 0 or (peer > 0 and ours <= 0.5 * peer)
+
+
+TARGETS = (
+    Target(
+        "1",
+        "CPU per 1k episodes <= 0.5x peer",
+        lambda f, s: _le(_get(f, s, "cpu_per_1k"), _mul(_get(f, "peer", "cpu_per_1k"), 0.5)),
+    ),
+    Target("2", "slowdown <= 0.5x peer's", _slowdown_ratio),
+    Target(
+        "2",
+        "p99 log call <= 3x encoding the record once",
+        lambda f, s: _le(_get(f, s, "p99_over_encode"), 3.0),
+    ),
+    Target(
+        "3",
+        "503 outage: slowdown <= 1.5x unstalled (or <= 0)",
+        lambda f, s: _outage_ok(f, s, "slowdown_pct"),
+    ),
+    Target(
+        "3",
+        "503 outage: p99 <= 1.5x unstalled",
+        lambda f, s: _le(_get(f, s, "outage_p99_ms"), _mul(_get(f, s, "p99_ms"), 1.5)),
+    ),
+    Target("4", "burst: all logged, flat, <= 200 MB", _burst_ok),
+    Target(
+        "5",
+        "episodes/s >= 2x peer",
+        lambda f, s: _le(_mul(_get(f, "peer", "eps_per_s"), 2.0), _get(f, s, "eps_per_s")),
+    ),
+    Target("6", "finish -> finalized <= 1 s", lambda f, s: _le(_get(f, s, "finish_s"), 1.0)),
+)
+
+
+def _mul(value: float | None, factor: float) -> float | None:
+    return None if value is None else value * factor
+
+
+def _outage_ok(figures: dict[str, dict[str, float]], side: str, key: str) -> bool | None:
+    stalled = _get(figures, side, f"outage_{key}")
+    base = _get(figures, side, key)
+    if stalled is None or base is None:
+        return None
+    return stalled <= 0 or stalled <= 1.5 * max(base, 0.0)
+
+
+def targets(figures: dict[str, dict[str, float]]) -> list[dict[str, Any]]:
+    rows = []
+    for target in TARGETS:
+        rows.append(
+            {
+                "figure": target.figure,
+                "target": target.text,
+                "ours": target.check(figures, "ours"),
+                "ours-nosamples": target.check(figures, "ours-nosamples"),
+            }
+        )
+    return rows

@@ -1,0 +1,128 @@
+"""Turning a producer's record into the bytes every sink shares.
+
+A record is encoded exactly once, on the producer's thread, already stamped
+with the run (design §4.4): the journal, the Prime Traces line and the v0
+sample row all reuse these bytes, and the producer may mutate its object as
+soon as ``log_episodes`` returns.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from ._json import encode_json_lenient
+from .errors import RecordError
+
+EPISODE = "episode"
+TRACE = "trace"
+
+
+@dataclass(frozen=True, slots=True)
+class Encoded:
+    """One record, encoded and stamped. ``data`` is compact JSON without a newline."""
+
+    kind: str  # EPISODE or TRACE
+    data: bytes
+    record: Mapping[str, Any]  # the producer's mapping (unstamped); read, never mutated
+    sanitized: bool  # non-finite numbers were written as null
+    restamped: bool  # the record named a different run id, replaced on the copy
+    problem: str | None  # what Prime Traces would reject in it (checked before sending)
+
+
+def to_mapping(record: object) -> Mapping[str, Any]:
+    """The record as a mapping: a mapping itself, or what ``to_record()`` returns."""
+    if isinstance(record, Mapping):
+        return record
+    to_record = getattr(record, "to_record", None)
+    if not callable(to_record):
+        raise RecordError(
+            f"cannot log a {type(record).__name__}: a record must be a mapping or have a "
+            "to_record() method (verifiers Episode/Trace objects do)"
+        )
+    value = to_record()
+    if not isinstance(value, Mapping):
+        raise RecordError(
+            f"{type(record).__name__}.to_record() returned a {type(value).__name__}, "
+            "expected a mapping"
+        )
+    return value
+
+
+def kind_of(record: Mapping[str, Any]) -> str:
+    """An episode is a record with a ``traces`` key; anything else is a bare trace."""
+    return EPISODE if "traces" in record else TRACE
+
+
+def _stamp_run(run: object, run_id: str, run_type: str) -> tuple[dict[str, Any], bool]:
+    if isinstance(run, Mapping):
+        changed = run.get("id") not in (None, run_id)
+        stamped = dict(run)
+        stamped["id"] = run_id
+        stamped["type"] = run_type
+        return stamped, changed
+    return {"id": run_id, "type": run_type}, False
+
+
+def stamp(record: Mapping[str, Any], run_id: str, run_type: str) -> tuple[dict[str, Any], bool]:
+    """A shallow copy of ``record`` with ``run.id``/``run.type`` set on it and its members.
+
+    Other ``run`` keys (``name``, ``work``) are kept; a member without a ``run``
+    gets the envelope's. Returns the copy and whether a different run id was replaced.
+    """
+    copy = dict(record)
+    run, replaced = _stamp_run(record.get("run"), run_id, run_type)
+    copy["run"] = run
+    traces = record.get("traces")
+    if isinstance(traces, list):
+        members = []
+        for member in traces:
+            if isinstance(member, Mapping):
+                member_copy = dict(member)
+                if "run" in member:
+                    member_copy["run"], member_replaced = _stamp_run(
+                        member["run"], run_id, run_type
+                    )
+                    replaced = replaced or member_replaced
+                else:
+                    member_copy["run"] = run
+                members.append(member_copy)
+            else:
+                members.append(member)
+        copy["traces"] = members
+    return copy, replaced
+
+
+def encode(record: object, run_id: str, run_type: str) -> Encoded:
+    """Encode one record for every sink. Raises ``RecordError`` for bad input."""
+    mapping = to_mapping(record)
+    stamped, replaced = stamp(mapping, run_id, run_type)
+    try:
+        data, sanitized = encode_json_lenient(stamped)
+    except (TypeError, ValueError, RecursionError) as exc:
+        raise RecordError(
+            f"record is not JSON-serializable ({exc}); records must hold only strings, "
+            "numbers, booleans, None, lists and mappings with string keys"
+        ) from exc
+    kind = kind_of(mapping)
+    return Encoded(kind, data, mapping, sanitized, replaced, traces_problem(kind, stamped))
+
+
+def traces_problem(kind: str, record: Mapping[str, Any]) -> str | None:
+    """What Prime Traces would reject in this record, found before sending (None if fine)."""
+    if not isinstance(record.get("id"), str) or not record.get("id"):
+        return "invalid_trace: the record needs a non-empty string `id`"
+    if kind == EPISODE:
+        traces = record.get("traces")
+        if not isinstance(traces, list):
+            return "invalid_trace: an episode's `traces` must be a list"
+        for member in traces:
+            if not isinstance(member, Mapping) or not isinstance(member.get("id"), str):
+                return "invalid_trace: every member trace needs a string `id`"
+        return None
+    timing = record.get("timing")
+    start = timing.get("start") if isinstance(timing, Mapping) else None
+    if isinstance(start, bool) or not isinstance(start, (int, float)):
+        return "invalid_trace: a trace needs a numeric `timing.start`"
+    return None

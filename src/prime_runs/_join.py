@@ -1,0 +1,110 @@
+"""Joining a run from another process or host through W3C context.
+
+The owner process puts ``traceparent`` plus ``baggage`` (``prime.run.id``,
+``prime.run.mode``) in a carrier; a worker that extracts it logs into the same
+run. A joined process never creates an evaluation and never closes the run:
+it journals and uploads its own records only.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Mapping
+from typing import Any
+
+from opentelemetry import baggage, trace
+from opentelemetry import context as otel_context
+from opentelemetry.baggage.propagation import W3CBaggagePropagator
+from opentelemetry.propagators.composite import CompositePropagator
+from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
+
+from . import semconv
+from ._archive import RunArchive
+from ._open import RunOptions, archive_root, wire_sinks
+from ._state import Identity, RunState
+from .platform.lifecycle import Registration
+from .settings import OFFLINE, ONLINE, Settings
+
+logger = logging.getLogger("prime_runs")
+
+BAGGAGE_MODE = "prime.run.mode"
+_PROPAGATOR = CompositePropagator([TraceContextTextMapPropagator(), W3CBaggagePropagator()])
+
+
+def carrier(span: trace.Span, run_id: str, mode: str) -> dict[str, str]:
+    """The W3C carrier (``traceparent``, ``baggage``) that lets another process join."""
+    ctx = trace.set_span_in_context(span, otel_context.Context())
+    ctx = baggage.set_baggage(semconv.BAGGAGE_RUN_ID, run_id, ctx)
+    ctx = baggage.set_baggage(BAGGAGE_MODE, mode, ctx)
+    out: dict[str, str] = {}
+    _PROPAGATOR.inject(out, context=ctx)
+    return out
+
+
+def extract(values: Mapping[str, str]) -> otel_context.Context | None:
+    """The context in a carrier (or ``TRACEPARENT``/``BAGGAGE`` env form) that names a run."""
+    lowered = {k.lower(): v for k, v in values.items() if isinstance(v, str)}
+    ctx = _PROPAGATOR.extract(lowered, context=otel_context.Context())
+    run_id = baggage.get_baggage(semconv.BAGGAGE_RUN_ID, ctx)
+    span_context = trace.get_current_span(ctx).get_span_context()
+    if not run_id or not span_context.is_valid:
+        return None
+    return ctx
+
+
+def context_to_join(explicit: Mapping[str, str] | None = None) -> otel_context.Context | None:
+    """A run to join: an explicit carrier, the current context's baggage, or the environment."""
+    if explicit is not None:
+        return extract(explicit)
+    current = otel_context.get_current()
+    if baggage.get_baggage(semconv.BAGGAGE_RUN_ID, current):
+        span_context = trace.get_current_span(current).get_span_context()
+        if span_context.is_valid:
+            return current
+    env = {k: os.environ[k] for k in ("TRACEPARENT", "BAGGAGE") if k in os.environ}
+    return extract(env) if "TRACEPARENT" in env else None
+
+
+def join_state(
+    run_id: str, ctx: otel_context.Context | None, defaults: Mapping[str, Any]
+) -> RunState | None:
+    """A non-owning state that logs into ``run_id`` from this process."""
+    mode = baggage.get_baggage(BAGGAGE_MODE, ctx) or OFFLINE
+    opts = RunOptions(**{k: v for k, v in defaults.items() if k in RunOptions.__dataclass_fields__})
+    try:
+        settings = Settings.resolve(api_key=opts.api_key, base_url=opts.base_url)
+    except Exception as exc:
+        logger.warning("prime-runs: cannot join run %s: %s", run_id, exc)
+        return None
+    mode = str(mode)
+    if mode == ONLINE and not settings.api_key:
+        logger.warning(
+            "prime-runs: run %s is online but this process has no API key; its records are "
+            "kept in the local archive only",
+            run_id,
+        )
+        mode = OFFLINE
+    description = {"name": run_id, "mode": mode, "kind": "eval", "joined": True}
+    archive = None
+    try:
+        archive = RunArchive.create(archive_root(opts.dir), run_id, description)
+    except OSError as exc:
+        logger.warning("prime-runs: no local journal for joined run %s: %s", run_id, exc)
+    state = RunState(
+        Identity(run_id, run_id, mode),
+        description=description,
+        config={},
+        archive=archive,
+        on_error=opts.on_error,
+        owner=False,
+    )
+    if mode == ONLINE:
+        wire_sinks(
+            state,
+            settings,
+            Registration(run_id, run_id, None),
+            opts,
+            context={"source": "prime-runs", "run_type": "eval"},
+        )
+    return state

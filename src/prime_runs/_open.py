@@ -1,0 +1,271 @@
+"""Opening a run: settings, config capture, registration (or the offline fallback), wiring."""
+
+from __future__ import annotations
+
+import logging
+import os
+import secrets
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ._archive import RunArchive
+from ._runconfig import capture_config
+from ._state import RAISE, WARN, Identity, RunState
+from ._version import __version__
+from ._worker import SinkWorker
+from .errors import ConfigurationError, EnvironmentResolutionError, PrimeRunsError
+from .exporters.samples import SamplesSink
+from .exporters.traces import TracesSink
+from .platform._http import PlatformClient
+from .platform.environments import coerce_environments, dataset_name
+from .platform.evaluations import default_name
+from .platform.lifecycle import OnlineLifecycle, Registration, RunDescription
+from .settings import DIR_ENV, DISABLED, OFFLINE, ONLINE, Settings
+from .status import RunStatus
+
+logger = logging.getLogger("prime_runs")
+
+DEFAULT_DIR = "prime-runs"
+
+
+@dataclass
+class RunOptions:
+    """Everything ``init()`` was given."""
+
+    name: str | None = None
+    environments: Sequence[object] | None = None
+    model: str | None = None
+    framework: str | None = None
+    config: object = None
+    description: str | None = None
+    tags: Sequence[str] = field(default_factory=list)
+    team_id: str | None = None
+    id: str | None = None
+    mode: str | None = None
+    dir: str | os.PathLike[str] | None = None
+    on_error: str = WARN
+    api_key: str | None = None
+    base_url: str | None = None
+    traces: bool = True
+    samples: bool = True
+    journal: bool = True
+
+
+def archive_root(dir: str | os.PathLike[str] | None) -> Path:
+    """``dir=`` > ``PRIME_RUNS_DIR`` > ``./prime-runs``."""
+    chosen = dir if dir is not None else (os.environ.get(DIR_ENV) or "").strip() or DEFAULT_DIR
+    return Path(chosen)
+
+
+def local_run_id() -> str:
+    return time.strftime("run-%Y%m%d-%H%M%S-", time.gmtime()) + secrets.token_hex(4)
+
+
+def check_on_error(on_error: str) -> str:
+    if on_error not in (WARN, RAISE):
+        raise ConfigurationError(f"on_error={on_error!r} is not valid; use 'warn' or 'raise'")
+    return on_error
+
+
+def resolve(opts: RunOptions) -> tuple[Settings, dict[str, Any], list[Any]]:
+    """Validate every input before anything is created (errors here always propagate)."""
+    check_on_error(opts.on_error)
+    settings = Settings.resolve(
+        api_key=opts.api_key, team_id=opts.team_id, base_url=opts.base_url, mode=opts.mode
+    )
+    if settings.mode == DISABLED:
+        return settings, {}, []
+    config = capture_config(opts.config)
+    environments = coerce_environments(opts.environments)
+    if isinstance(opts.tags, str) or not all(isinstance(t, str) for t in opts.tags):
+        raise ConfigurationError("tags= must be a list of strings")
+    return settings, config, environments
+
+
+def describe(
+    opts: RunOptions, config: dict[str, Any], environments: list[Any], mode: str
+) -> dict[str, Any]:
+    return {
+        "name": opts.name,
+        "environments": [e.label for e in environments],
+        "model": opts.model,
+        "framework": opts.framework,
+        "description": opts.description,
+        "tags": list(opts.tags),
+        "config": config,
+        "mode": mode,
+        "kind": "eval",
+        "created_at": time.time(),
+        "sdk": f"prime-runs {__version__}",
+    }
+
+
+def open_state(opts: RunOptions) -> RunState | None:
+    """Open a run as ``init()`` asked; ``None`` for a disabled run."""
+    settings, config, environments = resolve(opts)
+    if settings.mode == DISABLED:
+        return None
+    root = archive_root(opts.dir)
+    if settings.mode == ONLINE:
+        state = _open_online(opts, settings, config, environments, root)
+        if state is not None:
+            return state
+    return _open_offline(opts, config, environments, root)
+
+
+def _open_offline(
+    opts: RunOptions,
+    config: dict[str, Any],
+    environments: list[Any],
+    root: Path,
+    *,
+    fallback_reason: str | None = None,
+) -> RunState:
+    run_id = local_run_id()
+    name = opts.name or default_name(dataset_name(environments), opts.framework)
+    description = describe(opts, config, environments, OFFLINE)
+    description["name"] = name
+    if fallback_reason:
+        description["offline_because"] = fallback_reason
+    try:
+        archive = RunArchive.create(root, run_id, description)
+    except OSError as exc:
+        raise ConfigurationError(
+            f"cannot write the run archive under {str(root)!r} ({exc.strerror}); pass dir= or "
+            f"set {DIR_ENV} to a writable folder"
+        ) from exc
+    return RunState(
+        Identity(run_id, name, OFFLINE),
+        description=description,
+        config=config,
+        archive=archive,
+        on_error=opts.on_error,
+    )
+
+
+def _open_online(
+    opts: RunOptions,
+    settings: Settings,
+    config: dict[str, Any],
+    environments: list[Any],
+    root: Path,
+) -> RunState | None:
+    if not environments and not opts.id:
+        raise ConfigurationError(
+            "an online eval run needs at least one environment: pass environments=[...]"
+        )
+    client = PlatformClient(settings)
+    lifecycle = OnlineLifecycle(settings, client=client)
+    attached = bool(opts.id)
+    try:
+        if opts.id:
+            registration = lifecycle.attach(opts.id)
+        else:
+            registration = lifecycle.register(
+                RunDescription(
+                    name=opts.name,
+                    environments=environments,
+                    model=opts.model,
+                    framework=opts.framework,
+                    description=opts.description,
+                    tags=list(opts.tags),
+                    team_id=opts.team_id,
+                    config=config,
+                )
+            )
+    except (ConfigurationError, EnvironmentResolutionError):
+        client.close()
+        raise
+    except PrimeRunsError as exc:
+        client.close()
+        if opts.on_error == RAISE:
+            raise
+        reason = f"{type(exc).__name__}: {exc}"
+        logger.warning(
+            "prime-runs: could not register the run on the platform (%s); it runs offline "
+            "instead and `prime-runs sync` can upload it later",
+            reason,
+        )
+        return _open_offline(opts, config, environments, root, fallback_reason=reason)
+
+    description = describe(opts, config, environments, ONLINE)
+    description["name"] = registration.name
+    description["platform"] = {"id": registration.id, "url": registration.url}
+    description["attached"] = attached
+    archive = None
+    if opts.journal:
+        try:
+            archive = RunArchive.create(root, registration.id, description)
+        except OSError as exc:
+            logger.warning(
+                "prime-runs: cannot write the run's journal under %s (%s); records that "
+                "fail to upload will not be recoverable by `prime-runs sync`",
+                root,
+                exc.strerror,
+            )
+
+    def closer(
+        state: RunState,
+        status: RunStatus,
+        summary: dict[str, Any],
+        reason: str | None,
+        deadline: float,
+    ) -> None:
+        try:
+            lifecycle.close(
+                registration,
+                status=status,
+                summary=summary,
+                reason=reason,
+                config=config,
+                attached=attached,
+                deadline=deadline,
+            )
+        finally:
+            lifecycle.shutdown()
+
+    state = RunState(
+        Identity(registration.id, registration.name, ONLINE, url=registration.url),
+        description=description,
+        config=config,
+        archive=archive,
+        on_error=opts.on_error,
+        closer=closer,
+    )
+    wire_sinks(state, settings, registration, opts, context=_upload_context(opts))
+    return state
+
+
+def _upload_context(opts: RunOptions) -> dict[str, str]:
+    context = {"source": "prime-runs", "run_type": "eval"}
+    if opts.framework:
+        context["framework"] = str(opts.framework)
+    if opts.model:
+        context["model"] = str(opts.model)
+    return context
+
+
+def wire_sinks(
+    state: RunState,
+    settings: Settings,
+    registration: Registration,
+    opts: RunOptions | None,
+    *,
+    context: Mapping[str, str],
+) -> None:
+    """Attach the online sinks (Prime Traces, v0 samples) to a run."""
+    assert settings.api_key is not None
+    if opts is None or opts.traces:
+        sink = TracesSink(
+            api_key=settings.api_key,
+            traces_url=settings.traces_url,
+            team_id=settings.team_id,
+            context=dict(context),
+        )
+        state.workers.append(SinkWorker(sink, on_outcome=state.on_outcome))
+    if opts is None or opts.samples:
+        samples = SamplesSink(PlatformClient(settings), registration.id)
+        state.workers.append(SinkWorker(samples, on_outcome=state.on_outcome))

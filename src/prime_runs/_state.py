@@ -1,0 +1,327 @@
+"""One run's engine: identity, journal, sink workers, counters and the finish sequence.
+
+``Run`` (the handle), ``RunProcessor`` (raw spans) and ``prime-runs sync`` all
+drive a run through this object, so the three entry points behave the same.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from ._archive import RunArchive
+from ._encode import Encoded
+from ._json import sanitize_nonfinite
+from .errors import PrimeRunsError, RunFinishedError
+from .exporters._base import Item, Outcome
+from .metrics import SummaryAccumulator
+from .status import RunStatus
+
+logger = logging.getLogger("prime_runs")
+
+DEFAULT_FINISH_TIMEOUT = 300.0
+WARN = "warn"
+RAISE = "raise"
+
+
+@dataclass
+class Counters:
+    """Loss and delivery accounting, per sink where it matters. Guarded by the state's lock."""
+
+    logged: int = 0
+    dropped: int = 0  # queue full: reached no sink during the run (still archived)
+    invalid: int = 0  # bad input: never logged at all
+    failed: dict[str, int] = field(default_factory=dict)
+    acked: dict[str, int] = field(default_factory=dict)
+    skipped: dict[str, int] = field(default_factory=dict)
+    traces_episodes_written: int = 0
+    errors: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Identity:
+    run_id: str
+    name: str
+    mode: str
+    url: str | None = None
+    kind: str = "eval"
+
+
+class RunState:
+    """Everything one run needs after registration. Thread-safe."""
+
+    def __init__(
+        self,
+        identity: Identity,
+        *,
+        description: dict[str, Any],
+        config: dict[str, Any],
+        archive: RunArchive | None,
+        on_error: str = WARN,
+        closer: Callable[[RunState, RunStatus, dict[str, Any], str | None, float], None]
+        | None = None,
+        owner: bool = True,
+    ) -> None:
+        self.identity = identity
+        self.description = description
+        self.config = config
+        self.archive = archive
+        self.on_error = on_error
+        self.owner = owner  # only the owning process closes the run out
+        self._closer = closer
+        self._lock = threading.RLock()
+        self._finish_lock = threading.Lock()
+        self.counters = Counters()
+        self.summary_acc = SummaryAccumulator()
+        self.workers: list[Any] = []  # SinkWorker, attached by the online wiring
+        self.status = RunStatus.RUNNING
+        self.finishing = False
+        self.finished = False
+        self.summary: dict[str, Any] | None = None
+        self.error: str | None = None
+        self._first_error: BaseException | None = None
+        self._raised = False
+        self._pid = os.getpid()
+        self.span: Any = None
+        if archive is not None and owner:
+            archive.write_status(self._status_doc())
+
+    # -- identity ------------------------------------------------------------------
+
+    @property
+    def run_id(self) -> str:
+        return self.identity.run_id
+
+    @property
+    def forked(self) -> bool:
+        return os.getpid() != self._pid
+
+    # -- errors --------------------------------------------------------------------
+
+    def report(self, message: str, exc: BaseException | None = None, *, warn: bool = True) -> None:
+        """Record a contained failure: a warning now, raised later under ``on_error="raise"``."""
+        with self._lock:
+            self.counters.errors.append(message)
+            if self._first_error is None and self.on_error == RAISE:
+                self._first_error = exc if exc is not None else PrimeRunsError(message)
+        if warn:
+            logger.warning("prime-runs: %s", message)
+
+    def raise_pending(self) -> None:
+        """Under ``on_error="raise"``, raise the first contained error, once."""
+        with self._lock:
+            if self._first_error is None or self._raised:
+                return
+            self._raised = True
+            error = self._first_error
+        raise error
+
+    # -- logging -------------------------------------------------------------------
+
+    def check_open(self) -> None:
+        if self.finishing:
+            raise RunFinishedError(
+                f"run {self.run_id} has finished; records logged after finish() are not "
+                "recorded. Log every record before calling finish()."
+            )
+
+    def ingest(self, encoded: Encoded, mapping_for_summary: bool = True) -> None:
+        """Journal a record, account it in the summary, and hand it to every sink."""
+        key = self.archive.append(encoded.kind, encoded.data) if self.archive else None
+        if mapping_for_summary:
+            self.summary_acc.add(encoded.record)
+        if encoded.restamped:
+            self._note_restamp()
+        if not self.workers:
+            with self._lock:
+                self.counters.logged += 1
+            return
+        item = Item(encoded.kind, encoded.data, key, encoded.problem, _record_id(encoded.record))
+        refused = [w for w in self.workers if not w.put(item)]
+        with self._lock:
+            self.counters.logged += 1
+            if not refused:
+                return
+            live = [w for w in self.workers if not w.quiet]
+            if live and all(w in refused for w in live):
+                self.counters.dropped += 1
+            else:
+                for worker in refused:
+                    if worker.quiet:
+                        self._add(self.counters.skipped, worker.name, 1)
+                    else:
+                        self._add(self.counters.failed, worker.name, 1)
+
+    _restamps = 0
+
+    def _note_restamp(self) -> None:
+        with self._lock:
+            self._restamps += 1
+            first = self._restamps == 1
+        if first:
+            logger.warning(
+                "prime-runs: a record named a different run id; its uploaded copy carries "
+                "this run's id %s (the count is in the finish report)",
+                self.run_id,
+            )
+
+    @staticmethod
+    def _add(counter: dict[str, int], key: str, n: int) -> None:
+        counter[key] = counter.get(key, 0) + n
+
+    # -- sink outcomes (worker threads) ---------------------------------------------
+
+    def on_outcome(self, worker: Any, outcome: Outcome) -> None:
+        sink = worker.name
+        if outcome.acked and self.archive is not None:
+            keys = [i.key for i in outcome.acked if i.key is not None]
+            try:
+                self.archive.ack(sink, keys)
+            except OSError as exc:
+                self.report(f"could not record {sink} acknowledgements in the archive: {exc}")
+        with self._lock:
+            if outcome.acked:
+                self._add(self.counters.acked, sink, len(outcome.acked))
+                if sink == "traces":
+                    self.counters.traces_episodes_written += sum(
+                        1 for i in outcome.acked if i.kind == "episode"
+                    )
+            if outcome.skipped:
+                self._add(self.counters.skipped, sink, len(outcome.skipped))
+            if outcome.rejected:
+                self._add(self.counters.failed, sink, len(outcome.rejected))
+        for item, reason in outcome.rejected:
+            self.report(f"{sink}: record {item.record_id!r} was not stored: {reason}", warn=False)
+        if outcome.retire is not None and not outcome.quiet:
+            self.report(f"{sink}: sink stopped for this run: {outcome.retire}")
+        elif outcome.retire is not None:
+            logger.info("prime-runs: %s sink switched off: %s", sink, outcome.retire)
+
+    # -- flush and finish ---------------------------------------------------------
+
+    def flush(self, timeout: float | None) -> bool:
+        deadline = time.monotonic() + (DEFAULT_FINISH_TIMEOUT if timeout is None else timeout)
+        done = all(w.drain(deadline) for w in self.workers)
+        return done
+
+    def finish(
+        self,
+        status: RunStatus,
+        summary: dict[str, Any] | None,
+        error: str | None,
+        timeout: float | None,
+    ) -> bool:
+        """Close the run once; later calls return False. Never raises (see ``raise_pending``)."""
+        with self._finish_lock:
+            if self.finished or self.finishing:
+                return False
+            self.finishing = True
+        deadline = time.monotonic() + (DEFAULT_FINISH_TIMEOUT if timeout is None else timeout)
+        self.status = status
+        self.error = error
+        self.summary = dict(summary) if summary is not None else self.summary_acc.result()
+        # Drain before closing: the platform computes statistics at finalize.
+        for worker in self.workers:
+            worker.drain(deadline)
+        for worker in self.workers:
+            left = worker.close(deadline)
+            if left:
+                with self._lock:
+                    self._add(self.counters.failed, worker.name, left)
+                self.report(
+                    f"{worker.name}: {left} records were not sent before the finish "
+                    "deadline; they are in the archive for `prime-runs sync`",
+                    warn=False,
+                )
+        closed = False
+        if self._closer is not None and self.owner and not self.forked:
+            try:
+                self._closer(self, status, self._summary_for_platform(), error, deadline)
+                closed = True
+            except Exception as exc:
+                self.report(f"could not close the run on the platform: {_describe(exc)}", exc)
+        self.finished = True
+        if self.archive is not None and self.owner and not self.forked:
+            try:
+                self.archive.write_status(self._status_doc(closed=closed))
+            except OSError as exc:
+                self.report(f"could not write the run's status to the archive: {exc}")
+        self._warn_losses()
+        return True
+
+    def _summary_for_platform(self) -> dict[str, Any]:
+        summary = sanitize_nonfinite(dict(self.summary or {}))
+        if self.identity.mode == "online":
+            extra = summary.get("prime_runs")
+            extra = dict(extra) if isinstance(extra, dict) else {}
+            extra["traces_episodes_written"] = self.counters.traces_episodes_written
+            summary["prime_runs"] = extra
+        return summary
+
+    def _status_doc(self, *, closed: bool = False) -> dict[str, Any]:
+        c = self.counters
+        return {
+            "status": self.status.value,
+            "summary": sanitize_nonfinite(self.summary) if self.summary is not None else None,
+            "error": self.error,
+            "finished_at": time.time() if self.finished else None,
+            "closed": closed,
+            "pid": self._pid,
+            "logged": c.logged,
+            "acked": dict(c.acked),
+            "failed": dict(c.failed),
+            "dropped": c.dropped,
+            "invalid": c.invalid,
+        }
+
+    def _warn_losses(self) -> None:
+        c = self.counters
+        where = f" (archive: {self.archive.path})" if self.archive is not None else ""
+        if c.invalid:
+            logger.warning(
+                "prime-runs: %d records were not logged because they were invalid (see run.errors)",
+                c.invalid,
+            )
+        if c.dropped:
+            logger.warning(
+                "prime-runs: %d of %d records reached no sink because the upload queue was "
+                "full; they are in the archive for `prime-runs sync`%s",
+                c.dropped,
+                c.logged,
+                where,
+            )
+        for sink, n in sorted(c.failed.items()):
+            acked = c.acked.get(sink, 0)
+            logger.warning(
+                "prime-runs: %s stored %d of %d records; %d were not stored%s",
+                sink,
+                acked,
+                c.logged,
+                n,
+                where,
+            )
+
+    # -- fork --------------------------------------------------------------------
+
+    def after_fork(self) -> None:
+        """In a forked child: own nothing of the parent's but the run's identity."""
+        self._lock = threading.RLock()
+        self._finish_lock = threading.Lock()
+        self.counters = Counters()
+        self.summary_acc = SummaryAccumulator()
+        for worker in self.workers:
+            worker.after_fork()
+
+
+def _record_id(record: Any) -> str | None:
+    value = record.get("id")
+    return value if isinstance(value, str) else None
+
+
+def _describe(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {exc}"

@@ -1,0 +1,264 @@
+"""The entry points: ``init()``, ``configure_exporter()`` and ``log_episodes()/log_traces()``."""
+
+from __future__ import annotations
+
+import os
+import threading
+import weakref
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from opentelemetry import context as otel_context
+from opentelemetry import trace
+from opentelemetry.sdk.trace import TracerProvider
+
+from . import _exit, semconv
+from ._join import context_to_join, join_state
+from ._open import RunOptions, open_state
+from ._state import RunState
+from ._version import __version__
+from .errors import ConfigurationError, RunFinishedError
+from .processor import STATE_KEY, RunProcessor
+from .run import Run
+from .settings import DISABLED
+
+_lock = threading.Lock()
+_processors: weakref.WeakKeyDictionary[TracerProvider, RunProcessor] = weakref.WeakKeyDictionary()
+_private_provider: TracerProvider | None = None
+_current: weakref.ReferenceType[Run] | None = None
+
+
+def _sdk_provider(tracer_provider: object | None) -> TracerProvider:
+    global _private_provider
+    if tracer_provider is not None:
+        if not isinstance(tracer_provider, TracerProvider):
+            raise ConfigurationError(
+                "tracer_provider must be an opentelemetry.sdk.trace.TracerProvider, not "
+                f"{type(tracer_provider).__name__}"
+            )
+        return tracer_provider
+    global_provider = trace.get_tracer_provider()
+    if isinstance(global_provider, TracerProvider):
+        return global_provider
+    with _lock:
+        # No SDK provider configured: use one of our own, never installed globally, so
+        # the application can still set its own later.
+        if _private_provider is None or os.getpid() != getattr(_private_provider, "_pr_pid", 0):
+            _private_provider = TracerProvider(shutdown_on_exit=False)
+            _private_provider._pr_pid = os.getpid()  # type: ignore[attr-defined]
+        return _private_provider
+
+
+def configure_exporter(
+    tracer_provider: TracerProvider | None = None, **settings: Any
+) -> RunProcessor:
+    """Add the run processor to an OpenTelemetry provider (the global one by default).
+
+    Idempotent per provider: calling it again returns the processor already
+    added, so nothing is exported twice. ``settings`` are ``init()`` keywords
+    (``mode``, ``dir``, ``api_key``, ``base_url``, ``traces``, ``samples``,
+    ``journal``) used for runs opened by plain ``run`` spans. With no SDK
+    provider configured, one is created and installed as the global provider.
+    """
+    allowed = set(RunOptions.__dataclass_fields__) - {
+        "name",
+        "environments",
+        "model",
+        "framework",
+        "config",
+        "description",
+        "tags",
+        "id",
+    }
+    unknown = set(settings) - allowed
+    if unknown:
+        raise ConfigurationError(
+            f"configure_exporter() got unknown settings {sorted(unknown)}; "
+            f"allowed: {sorted(allowed)}"
+        )
+    if tracer_provider is None:
+        current = trace.get_tracer_provider()
+        if isinstance(current, TracerProvider):
+            tracer_provider = current
+        else:
+            tracer_provider = TracerProvider()
+            trace.set_tracer_provider(tracer_provider)
+    provider = _sdk_provider(tracer_provider)
+    with _lock:
+        processor = _processors.get(provider)
+        if processor is None:
+            processor = RunProcessor(**settings)
+            provider.add_span_processor(processor)
+            _processors[provider] = processor
+    _exit.register_exit_hook()
+    return processor
+
+
+def init(
+    name: str | None = None,
+    environments: Sequence[object] | str | None = None,
+    model: str | None = None,
+    framework: str | None = None,
+    config: object = None,
+    *,
+    description: str | None = None,
+    tags: Sequence[str] | None = None,
+    team_id: str | None = None,
+    id: str | None = None,
+    mode: str | None = None,
+    dir: str | os.PathLike[str] | None = None,
+    on_error: str = "warn",
+    api_key: str | None = None,
+    base_url: str | None = None,
+    tracer_provider: TracerProvider | None = None,
+    traces: bool = True,
+    samples: bool = True,
+    journal: bool = True,
+    handle_signals: bool = False,
+    join: Mapping[str, str] | bool | None = None,
+) -> Run:
+    """Start a run and return its handle.
+
+    Online with an API key (argument, ``PRIME_API_KEY`` or ``~/.prime/config.json``),
+    otherwise offline into a local archive (``dir=``, ``PRIME_RUNS_DIR``,
+    ``./prime-runs``); ``mode="disabled"`` does nothing at all. A process whose
+    context or environment carries a run (``run.context()``) joins it instead of
+    creating another; pass ``join=False`` to never join, or a carrier to join it.
+    See ``docs/concepts.md``.
+    """
+    if isinstance(environments, str):
+        environments = [environments]
+    opts = RunOptions(
+        name=name,
+        environments=environments,
+        model=model,
+        framework=framework,
+        config=config,
+        description=description,
+        tags=list(tags or []),
+        team_id=team_id,
+        id=id,
+        mode=mode,
+        dir=dir,
+        on_error=on_error,
+        api_key=api_key,
+        base_url=base_url,
+        traces=traces,
+        samples=samples,
+        journal=journal,
+    )
+    if join is not False and id is None and mode != DISABLED:
+        ctx = context_to_join(join if isinstance(join, Mapping) else None)
+        if ctx is not None:
+            return _join(ctx, opts, tracer_provider)
+    state = open_state(opts)
+    if state is None:
+        return Run(None, span=trace.INVALID_SPAN, tracer=None, mode=DISABLED, name=name)
+    provider = _sdk_provider(tracer_provider)
+    processor = configure_exporter(provider)
+    tracer = provider.get_tracer("prime_runs", __version__)
+    ctx = otel_context.set_value(STATE_KEY, state)
+    span = tracer.start_span(semconv.RUN_SPAN, context=ctx, attributes=_run_attributes(state))
+    del processor
+    run = Run(state, span=span, tracer=tracer, mode=state.identity.mode)
+    _set_current(run)
+    if handle_signals:
+        _exit.install_signal_handlers()
+    return run
+
+
+def _join(ctx: otel_context.Context, opts: RunOptions, tracer_provider: object) -> Run:
+    from opentelemetry import baggage
+
+    run_id = str(baggage.get_baggage(semconv.BAGGAGE_RUN_ID, ctx))
+    defaults = {
+        k: getattr(opts, k)
+        for k in ("dir", "on_error", "api_key", "base_url", "traces", "samples", "journal")
+    }
+    state = join_state(run_id, ctx, defaults)
+    parent = trace.get_current_span(ctx)
+    if state is None:
+        return Run(None, span=parent, tracer=None, mode=DISABLED, run_id=run_id)
+    provider = _sdk_provider(tracer_provider)
+    configure_exporter(provider)
+    tracer = provider.get_tracer("prime_runs", __version__)
+    run = Run(state, span=parent, tracer=tracer, mode=state.identity.mode, run_id=run_id)
+    run._ctx = ctx
+    _set_current(run)
+    return run
+
+
+def _run_attributes(state: RunState) -> dict[str, Any]:
+    d = state.description
+    attrs: dict[str, Any] = {
+        semconv.RUN_ID: state.run_id,
+        semconv.RUN_MODE: state.identity.mode,
+        semconv.RUN_TYPE: state.identity.kind,
+        semconv.RUN_NAME: state.identity.name,
+    }
+    if state.identity.url:
+        attrs[semconv.RUN_URL] = state.identity.url
+    for key, attr in (
+        ("model", semconv.RUN_MODEL),
+        ("framework", semconv.RUN_FRAMEWORK),
+        ("description", semconv.RUN_DESCRIPTION),
+    ):
+        if d.get(key):
+            attrs[attr] = str(d[key])
+    if d.get("environments"):
+        attrs[semconv.RUN_ENVIRONMENTS] = [str(e) for e in d["environments"]]
+    if d.get("tags"):
+        attrs[semconv.RUN_TAGS] = [str(t) for t in d["tags"]]
+    return attrs
+
+
+def _set_current(run: Run) -> None:
+    global _current
+    _current = weakref.ref(run)
+
+
+def current_run() -> Run | None:
+    """The run of the current OpenTelemetry context, else the last one started here."""
+    span_context = trace.get_current_span().get_span_context()
+    if span_context.is_valid:
+        for run in _exit.live_runs():
+            if run.span.get_span_context().trace_id == span_context.trace_id:
+                return run
+        for processor in list(_processors.values()):
+            state = processor.state_for(span_context)
+            if state is not None:
+                return _handle_for(state)
+    run = _current() if _current is not None else None
+    if run is not None and not run.finished:
+        return run
+    return None
+
+
+def _handle_for(state: RunState) -> Run:
+    handle = getattr(state, "handle", None)
+    if handle is None:
+        tracer = trace.get_tracer("prime_runs", __version__)
+        handle = Run(
+            state, span=state.span or trace.INVALID_SPAN, tracer=tracer, mode=state.identity.mode
+        )
+        state.handle = handle  # type: ignore[attr-defined]
+    return handle
+
+
+def log_episodes(episodes: object) -> None:
+    """Log episodes into the run of the current context (see ``current_run``)."""
+    _require_run().log_episodes(episodes)
+
+
+def log_traces(traces: object) -> None:
+    """Log bare traces into the run of the current context (see ``current_run``)."""
+    _require_run().log_traces(traces)
+
+
+def _require_run() -> Run:
+    run = current_run()
+    if run is None:
+        raise RunFinishedError(
+            "no run is active: call prime_runs.init() first, or log inside a `run` span"
+        )
+    return run

@@ -1,0 +1,214 @@
+"""``RunProcessor``: the span processor that turns ``run`` spans into tracked runs.
+
+It sees every span of the provider it is added to. Spans outside a run pass
+through at the cost of two dict lookups. A ``run`` span opened by
+``prime_runs.init()`` arrives with its state already registered; one opened
+with a plain tracer is registered here (contained: a hook never raises).
+Record spans carrying ``prime.record`` are journaled and uploaded.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+from typing import Any
+
+from opentelemetry import baggage
+from opentelemetry import context as otel_context
+from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
+from opentelemetry.trace import SpanContext, StatusCode
+
+from . import semconv
+from ._encode import encode
+from ._open import RunOptions, open_state
+from ._state import RunState
+from .errors import PrimeRunsError
+from .status import RunStatus
+
+logger = logging.getLogger("prime_runs")
+
+# Context key through which init() hands a registered run to on_start.
+STATE_KEY = otel_context.create_key("prime_runs.run_state")
+
+
+class RunProcessor(SpanProcessor):
+    """Registers and closes runs, and ingests records logged as raw spans.
+
+    ``defaults`` are ``init()`` keywords applied to runs opened by raw spans
+    (``mode``, ``dir``, ``on_error``, ``api_key``, ``base_url``, ...).
+    """
+
+    def __init__(self, **defaults: Any) -> None:
+        self._defaults = defaults
+        self._lock = threading.Lock()
+        self._runs: dict[int, RunState] = {}
+        self._members: dict[int, RunState] = {}
+        self._joined: dict[str, RunState] = {}
+
+    # -- lookups -----------------------------------------------------------------------
+
+    def state_for(self, span_context: SpanContext | None) -> RunState | None:
+        """The run a span belongs to (the run span itself or any span under it)."""
+        if span_context is None or not span_context.is_valid:
+            return None
+        sid = span_context.span_id
+        return self._runs.get(sid) or self._members.get(sid)
+
+    def open_runs(self) -> list[RunState]:
+        with self._lock:
+            return list(self._runs.values())
+
+    # -- hooks -----------------------------------------------------------------------
+
+    def on_start(self, span: Span, parent_context: otel_context.Context | None = None) -> None:
+        try:
+            if span.name == semconv.RUN_SPAN:
+                self._start_run(span, parent_context)
+                return
+            parent = span.parent
+            if parent is None:
+                return
+            state = self._runs.get(parent.span_id) or self._members.get(parent.span_id)
+            if state is None and parent.is_remote:
+                state = self._join(parent_context)
+            if state is not None:
+                self._members[span.context.span_id] = state
+        except Exception:
+            logger.warning("prime-runs: could not track a span", exc_info=True)
+
+    def on_end(self, span: ReadableSpan) -> None:
+        try:
+            context = span.context
+            if context is None:
+                return
+            if span.name == semconv.RUN_SPAN:
+                with self._lock:
+                    state = self._runs.pop(context.span_id, None)
+                if state is not None and not state.finishing:
+                    self._finish_raw(state, span)
+                return
+            state = self._members.pop(context.span_id, None)
+            if state is None or span.name not in semconv.RECORD_SPANS:
+                return
+            payload = (span.attributes or {}).get(semconv.RECORD)
+            if isinstance(payload, str):
+                self._ingest_raw(state, payload)
+        except Exception:
+            logger.warning("prime-runs: could not process a span", exc_info=True)
+
+    def shutdown(self) -> None:
+        # The provider is going away: a run still open was never finished.
+        for state in self.open_runs():
+            if not state.finishing and state.owner and not state.forked:
+                state.finish(
+                    RunStatus.CRASHED, None, "process exited without finishing the run", 10.0
+                )
+
+    def force_flush(self, timeout_millis: int = 30000) -> bool:
+        states = self.open_runs()
+        return all(state.flush(timeout_millis / 1000) for state in states)
+
+    # -- runs opened by raw spans ------------------------------------------------------
+
+    def _start_run(self, span: Span, parent_context: otel_context.Context | None) -> None:
+        state = otel_context.get_value(STATE_KEY, parent_context)
+        if not isinstance(state, RunState):
+            state = self._open_raw(span)
+            if state is None:
+                return
+        state.span = span
+        with self._lock:
+            self._runs[span.context.span_id] = state
+        span.set_attribute(semconv.RUN_ID, state.run_id)
+        span.set_attribute(semconv.RUN_MODE, state.identity.mode)
+        span.set_attribute(semconv.RUN_TYPE, state.identity.kind)
+        if state.identity.url:
+            span.set_attribute(semconv.RUN_URL, state.identity.url)
+
+    def _open_raw(self, span: Span) -> RunState | None:
+        attrs = span.attributes or {}
+        config: object = attrs.get(semconv.RUN_CONFIG_PATH)
+        raw_config = attrs.get(semconv.RUN_CONFIG)
+        if isinstance(raw_config, str):
+            try:
+                config = json.loads(raw_config)
+            except ValueError:
+                logger.warning(
+                    "prime-runs: %s is not JSON; the config is not stored", semconv.RUN_CONFIG
+                )
+        options = {
+            "name": attrs.get(semconv.RUN_NAME),
+            "environments": list(attrs.get(semconv.RUN_ENVIRONMENTS) or ()),
+            "model": attrs.get(semconv.RUN_MODEL),
+            "framework": attrs.get(semconv.RUN_FRAMEWORK),
+            "description": attrs.get(semconv.RUN_DESCRIPTION),
+            "tags": list(attrs.get(semconv.RUN_TAGS) or ()),
+            "config": config,
+            **self._defaults,
+        }
+        options["on_error"] = "warn"  # a span hook never raises
+        try:
+            return open_state(RunOptions(**options))
+        except PrimeRunsError as exc:
+            logger.warning("prime-runs: the run span %r is not tracked: %s", span.name, exc)
+            return None
+
+    def _finish_raw(self, state: RunState, span: ReadableSpan) -> None:
+        attrs = span.attributes or {}
+        reason = attrs.get(semconv.RUN_ERROR)
+        status_attr = attrs.get(semconv.RUN_STATUS)
+        if isinstance(status_attr, str):
+            status = RunStatus.coerce(status_attr)
+        elif span.status.status_code is StatusCode.ERROR:
+            status = RunStatus.FAILED
+            reason = reason or span.status.description
+        else:
+            status = RunStatus.COMPLETED
+        summary = None
+        raw_summary = attrs.get(semconv.RUN_SUMMARY)
+        if isinstance(raw_summary, str):
+            try:
+                summary = json.loads(raw_summary)
+            except ValueError:
+                logger.warning(
+                    "prime-runs: %s is not JSON; computing the summary", semconv.RUN_SUMMARY
+                )
+        if not status.terminal:
+            status = RunStatus.COMPLETED
+        state.finish(
+            status,
+            summary if isinstance(summary, dict) else None,
+            str(reason) if reason else None,
+            None,
+        )
+
+    def _ingest_raw(self, state: RunState, payload: str) -> None:
+        if state.finishing:
+            state.report("a record span ended after its run finished; it was not recorded")
+            return
+        try:
+            record = json.loads(payload)
+            encoded = encode(record, state.run_id, state.identity.kind)
+        except (ValueError, PrimeRunsError) as exc:
+            with state._lock:
+                state.counters.invalid += 1
+            state.report(f"a {semconv.RECORD} attribute is not a JSON object record: {exc}")
+            return
+        state.ingest(encoded)
+
+    # -- joined runs ---------------------------------------------------------------------
+
+    def _join(self, parent_context: otel_context.Context | None) -> RunState | None:
+        run_id = baggage.get_baggage(semconv.BAGGAGE_RUN_ID, parent_context)
+        if not isinstance(run_id, str) or not run_id:
+            return None
+        from ._join import join_state
+
+        with self._lock:
+            state = self._joined.get(run_id)
+            if state is None:
+                state = join_state(run_id, parent_context, self._defaults)
+                if state is not None:
+                    self._joined[run_id] = state
+            return state

@@ -1,0 +1,309 @@
+"""``Run``: the handle a producer holds. It wraps the run's root span."""
+
+from __future__ import annotations
+
+import logging
+import secrets
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from opentelemetry import context as otel_context
+from opentelemetry import trace
+from opentelemetry.trace import Status, StatusCode
+
+from . import _exit, semconv
+from ._encode import EPISODE, encode
+from ._state import RAISE, RunState
+from .errors import PrimeRunsError, RecordError, RunFinishedError
+from .status import RunStatus
+
+logger = logging.getLogger("prime_runs")
+
+CRASH_REASON = "process exited without finishing the run"
+
+
+def _as_records(records: object) -> Iterable[object]:
+    # One record or many: a mapping or an object with to_record() is one record.
+    if isinstance(records, Mapping) or callable(getattr(records, "to_record", None)):
+        return (records,)
+    if isinstance(records, (str, bytes)) or not isinstance(records, Iterable):
+        raise RecordError(
+            f"log_episodes/log_traces take a record or an iterable of records, "
+            f"not a {type(records).__name__}"
+        )
+    return records
+
+
+class Run:
+    """A tracked run. Create it with ``prime_runs.init()``.
+
+    Every method is safe to call from any thread; under ``on_error="warn"``
+    (the default) none of them raises because of the platform.
+    """
+
+    def __init__(
+        self,
+        state: RunState | None,
+        *,
+        span: trace.Span,
+        tracer: trace.Tracer | None,
+        mode: str,
+        run_id: str | None = None,
+        name: str | None = None,
+    ) -> None:
+        self._state = state
+        self._span = span
+        self._tracer = tracer
+        self._ctx = trace.set_span_in_context(span)
+        self._mode = mode
+        self._id = run_id or (state.run_id if state else f"disabled-{secrets.token_hex(8)}")
+        self._name = name or (state.identity.name if state else self._id)
+        self._status = RunStatus.RUNNING
+        self._tokens: list[object] = []
+        if state is not None:
+            _exit.track(self)
+
+    def __repr__(self) -> str:
+        return f"Run(id={self.id!r}, name={self.name!r}, mode={self.mode!r}, status={self.status})"
+
+    # -- identity --------------------------------------------------------------------
+
+    @property
+    def id(self) -> str:
+        return self._id
+
+    @property
+    def url(self) -> str | None:
+        return self._state.identity.url if self._state else None
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+    @property
+    def mode(self) -> str:
+        return self._state.identity.mode if self._state else self._mode
+
+    @property
+    def status(self) -> RunStatus:
+        return self._state.status if self._state else self._status
+
+    @property
+    def finished(self) -> bool:
+        return self._state.finished if self._state else self._status is not RunStatus.RUNNING
+
+    @property
+    def span(self) -> trace.Span:
+        """The run's root OpenTelemetry span."""
+        return self._span
+
+    @property
+    def archive_path(self) -> str | None:
+        """Where the run's local archive is, if it has one."""
+        if self._state is None or self._state.archive is None:
+            return None
+        return str(self._state.archive.path)
+
+    # -- accounting ------------------------------------------------------------------
+
+    @property
+    def dropped_records(self) -> int:
+        """Records that reached no sink: the upload queue was full (they are still in the
+        archive for ``prime-runs sync``), or the record was invalid (see ``errors``)."""
+        if self._state is None:
+            return 0
+        return self._state.counters.dropped + self._state.counters.invalid
+
+    @property
+    def failed_records(self) -> dict[str, int]:
+        """Per sink, records that sink did not store. Never sum across sinks."""
+        return dict(self._state.counters.failed) if self._state else {}
+
+    @property
+    def acknowledged_records(self) -> dict[str, int]:
+        """Per sink, records the platform acknowledged."""
+        return dict(self._state.counters.acked) if self._state else {}
+
+    @property
+    def logged_records(self) -> int:
+        return self._state.counters.logged if self._state else 0
+
+    @property
+    def errors(self) -> list[str]:
+        """Contained failures, oldest first."""
+        return list(self._state.counters.errors) if self._state else []
+
+    # -- logging ---------------------------------------------------------------------
+
+    def log_episodes(self, episodes: object) -> None:
+        """Log episode records: ``to_record()`` objects or mappings, one or many.
+
+        Each record is encoded once, now, and written to the archive before this
+        returns; the producer may reuse its objects afterwards.
+        """
+        self._log(episodes)
+
+    def log_traces(self, traces: object) -> None:
+        """Log bare trace records (same forms as ``log_episodes``)."""
+        self._log(traces)
+
+    def _log(self, records: object) -> None:
+        state = self._state
+        if state is None:
+            return
+        try:
+            state.check_open()
+            items = _as_records(records)
+        except PrimeRunsError as exc:
+            self._bad_input(exc, 0)
+            return
+        for record in items:
+            try:
+                encoded = encode(record, state.run_id, state.identity.kind)
+            except RecordError as exc:
+                self._bad_input(exc, 1)
+                continue
+            if encoded.sanitized:
+                logger.debug("prime-runs: non-finite numbers in a record were written as null")
+            state.ingest(encoded)
+            self._record_span(encoded.kind, encoded.record, len(encoded.data))
+
+    def _bad_input(self, exc: PrimeRunsError, lost: int) -> None:
+        state = self._state
+        assert state is not None
+        if state.on_error == RAISE:
+            raise exc
+        with state._lock:
+            state.counters.invalid += lost
+        if isinstance(exc, RunFinishedError):
+            state.report(str(exc))
+        else:
+            state.report(f"a record was not logged: {exc}")
+
+    def _record_span(self, kind: str, record: Mapping[str, Any], size: int) -> None:
+        if self._tracer is None:
+            return
+        attributes: dict[str, Any] = {semconv.RECORD_KIND: kind, semconv.RECORD_BYTES: size}
+        record_id = record.get("id")
+        if isinstance(record_id, str):
+            attributes[semconv.RECORD_ID] = record_id
+        env = record.get("env")
+        if kind == EPISODE and isinstance(env, Mapping) and isinstance(env.get("id"), str):
+            attributes[semconv.RECORD_ENV] = env["id"]
+        # The payload travels beside the span (already journaled and queued), so the
+        # user's other exporters are not handed a megabyte attribute.
+        span = self._tracer.start_span(
+            semconv.EPISODE_SPAN if kind == EPISODE else semconv.TRACE_SPAN,
+            context=self._ctx,
+            attributes=attributes,
+        )
+        span.end()
+
+    # -- flush and finish --------------------------------------------------------------
+
+    def flush(self, timeout: float | None = 30.0) -> bool:
+        """Wait until every record logged so far is acknowledged (or ``timeout``).
+
+        Returns whether everything was sent. Under ``on_error="raise"`` the first
+        contained error is raised here.
+        """
+        if self._state is None:
+            return True
+        done = self._state.flush(timeout)
+        self._state.raise_pending()
+        return done
+
+    def finish(
+        self,
+        summary: Mapping[str, Any] | None = None,
+        status: RunStatus | str = RunStatus.COMPLETED,
+        error: str | BaseException | None = None,
+        *,
+        timeout: float | None = None,
+    ) -> None:
+        """Close the run: drain uploads, then finalize (completed) or close it out.
+
+        Idempotent: the first call's status wins. ``summary`` defaults to one
+        computed from the episodes this run saw. ``timeout`` bounds the whole
+        call (default 300 s).
+        """
+        status = RunStatus.coerce(status)
+        if not status.terminal:
+            raise ValueError("finish() takes a terminal status; the run stays open")
+        reason = _reason(error)
+        if self._state is None:
+            if self._status is RunStatus.RUNNING:
+                self._status = status
+            return
+        if summary is not None and not isinstance(summary, Mapping):
+            raise TypeError(f"summary must be a mapping, not {type(summary).__name__}")
+        state = self._state
+        if not state.finish(status, dict(summary) if summary else None, reason, timeout):
+            return
+        _exit.untrack(self)
+        self._end_span(status, reason)
+        state.raise_pending()
+
+    def fail(self, error: str | BaseException | None = None) -> None:
+        """Finish the run as failed with ``error`` as the reason."""
+        self.finish(None, RunStatus.FAILED, error)
+
+    def _end_span(self, status: RunStatus, reason: str | None) -> None:
+        try:
+            self._span.set_attribute(semconv.RUN_STATUS, status.value)
+            if status is RunStatus.COMPLETED:
+                self._span.set_status(Status(StatusCode.OK))
+            elif status in (RunStatus.FAILED, RunStatus.CRASHED):
+                self._span.set_status(Status(StatusCode.ERROR, reason))
+            self._span.end()
+        except Exception:  # a user's processor must not break our finish
+            logger.debug("prime-runs: ending the run span failed", exc_info=True)
+
+    def crash(self, timeout: float) -> None:
+        """Called at interpreter exit for a run that was never finished."""
+        if self._state is not None and not self._state.finished:
+            state = self._state
+            if state.forked or not state.owner:
+                state.finish(state.status, None, None, timeout)  # drain only; never close
+                return
+            if state.finish(RunStatus.CRASHED, None, CRASH_REASON, timeout):
+                self._end_span(RunStatus.CRASHED, CRASH_REASON)
+
+    # -- context manager ---------------------------------------------------------------
+
+    def __enter__(self) -> Run:
+        self._tokens.append(otel_context.attach(self._ctx))
+        return self
+
+    def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> None:
+        if self._tokens:
+            try:
+                otel_context.detach(self._tokens.pop())  # type: ignore[arg-type]
+            except Exception:
+                pass
+        try:
+            if exc is None:
+                self.finish()
+            elif isinstance(exc, KeyboardInterrupt) or _is_cancelled(exc):
+                self.finish(None, RunStatus.CANCELLED, "interrupted")
+            else:
+                self.finish(None, RunStatus.FAILED, exc)
+        except Exception:
+            if exc is None:
+                raise
+            # The original exception propagates; a teardown failure never replaces it.
+            logger.warning("prime-runs: closing the run failed", exc_info=True)
+
+
+def _is_cancelled(exc: BaseException) -> bool:
+    import asyncio
+
+    return isinstance(exc, asyncio.CancelledError)
+
+
+def _reason(error: str | BaseException | None) -> str | None:
+    if error is None:
+        return None
+    if isinstance(error, BaseException):
+        return f"{type(error).__name__}: {error}"
+    return str(error)

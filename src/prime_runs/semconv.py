@@ -1,0 +1,53 @@
+"""The raw OpenTelemetry contract: span names and attribute keys.
+
+Any producer can create these spans with a plain OpenTelemetry tracer; the
+run processor turns them into a tracked run (see ``docs/concepts.md``).
+
+- A span named ``run`` is a run. Its ``prime.run.*`` attributes describe it.
+  Ending it closes the run: span status ERROR means failed (the status
+  description is the reason), otherwise completed, unless
+  ``prime.run.status`` names another status. ``prime.run.summary`` (JSON) is
+  the summary; without it the SDK computes one from the episodes it saw.
+- A child span named ``episode`` (or ``trace`` for a bare trace) whose
+  ``prime.record`` attribute holds the record as a JSON string is a logged
+  record.
+- Other processes join a run through W3C ``traceparent`` plus ``baggage``
+  carrying ``prime.run.id``.
+"""
+
+from __future__ import annotations
+
+RUN_SPAN = "run"
+EPISODE_SPAN = "episode"
+TRACE_SPAN = "trace"
+RECORD_SPANS = frozenset({EPISODE_SPAN, TRACE_SPAN})
+
+# Set by the producer on the run span.
+RUN_NAME = "prime.run.name"
+RUN_ENVIRONMENTS = "prime.run.environments"  # string array
+RUN_MODEL = "prime.run.model"
+RUN_FRAMEWORK = "prime.run.framework"
+RUN_DESCRIPTION = "prime.run.description"
+RUN_TAGS = "prime.run.tags"  # string array
+RUN_CONFIG = "prime.run.config"  # JSON object as a string
+RUN_CONFIG_PATH = "prime.run.config_path"
+RUN_STATUS = "prime.run.status"  # optional terminal status when the span ends
+RUN_SUMMARY = "prime.run.summary"  # JSON object as a string
+RUN_ERROR = "prime.run.error"
+
+# Set by the processor once the run is registered.
+RUN_ID = "prime.run.id"
+RUN_URL = "prime.run.url"
+RUN_MODE = "prime.run.mode"
+RUN_TYPE = "prime.run.type"
+
+# On record spans.
+RECORD = "prime.record"  # the record as a JSON string (raw producers)
+RECORD_ID = "prime.record.id"
+RECORD_KIND = "prime.record.kind"  # "episode" | "trace"
+RECORD_ENV = "prime.record.environment"
+RECORD_REWARD = "prime.record.reward"
+RECORD_BYTES = "prime.record.bytes"  # encoded size, when the payload travels beside the span
+
+# W3C baggage key that lets another process join a run.
+BAGGAGE_RUN_ID = "prime.run.id"

@@ -1,0 +1,204 @@
+"""Settings and the environment variables behind them, in one place.
+
+Every setting resolves as: explicit argument > environment variable >
+``~/.prime/config.json`` (the file the prime CLI writes) > default.
+
+Environment variables:
+
+``PRIME_API_KEY``
+    API key. Blank counts as unset.
+``PRIME_TEAM_ID``
+    Team id, sent in request bodies. Blank counts as unset (falls through to the file).
+``PRIME_API_BASE_URL`` (older alias ``PRIME_BASE_URL``)
+    Platform API origin. A trailing ``/`` and then ``/api/v1`` are stripped.
+``PRIME_TRACES_URL``
+    Prime Traces origin. Set it for any non-production platform: the default is
+    production, never the platform URL.
+``PRIME_FRONTEND_URL``
+    Dashboard origin used to build run URLs.
+``PRIME_RUNS_MODE``
+    ``online``, ``offline`` or ``disabled``; trimmed and case-insensitive.
+``PRIME_RUNS_DIR``
+    Root of the local run archive (resolved by the archive, not here).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+from .errors import ConfigurationError
+
+API_KEY_ENV = "PRIME_API_KEY"
+TEAM_ID_ENV = "PRIME_TEAM_ID"
+BASE_URL_ENV = "PRIME_API_BASE_URL"
+BASE_URL_ALIAS_ENV = "PRIME_BASE_URL"
+TRACES_URL_ENV = "PRIME_TRACES_URL"
+FRONTEND_URL_ENV = "PRIME_FRONTEND_URL"
+MODE_ENV = "PRIME_RUNS_MODE"
+DIR_ENV = "PRIME_RUNS_DIR"
+
+DEFAULT_BASE_URL = "https://api.primeintellect.ai"
+DEFAULT_TRACES_URL = "https://api.primeintellect.ai"
+DEFAULT_FRONTEND_URL = "https://app.primeintellect.ai"
+
+ONLINE = "online"
+OFFLINE = "offline"
+DISABLED = "disabled"
+MODES = (ONLINE, OFFLINE, DISABLED)
+
+_API_PATH = "/api/v1"
+
+
+def default_config_path() -> Path:
+    """``~/.prime/config.json``, looked up at call time (tests move ``HOME``)."""
+    return Path.home() / ".prime" / "config.json"
+
+
+def load_config_file(path: Path | None = None) -> dict[str, Any]:
+    """The CLI's config file as a dict; missing, unreadable, non-UTF-8, non-JSON or
+    non-object files count as empty. Never raises."""
+    try:
+        data = json.loads((path or default_config_path()).read_bytes().decode("utf-8"))
+    except (OSError, ValueError, RuntimeError):
+        # RuntimeError: Path.home() fails when no home directory can be determined.
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def normalize_api_url(url: str) -> str:
+    """Strip trailing ``/`` then a trailing ``/api/v1`` from the URL *path* (never the host)."""
+    parts = urlsplit(url.strip())
+    path = parts.path.rstrip("/")
+    if path.endswith(_API_PATH):
+        path = path[: -len(_API_PATH)].rstrip("/")
+    return urlunsplit((parts.scheme, parts.netloc, path, parts.query, parts.fragment))
+
+
+def _text(value: object) -> str | None:
+    """A non-blank string, stripped; anything else is unset."""
+    if isinstance(value, str) and value.strip():
+        return value.strip()
+    return None
+
+
+def _first(*values: object) -> str | None:
+    for value in values:
+        text = _text(value)
+        if text is not None:
+            return text
+    return None
+
+
+@dataclass(frozen=True, repr=False)
+class Settings:
+    """Resolved settings. The API key never appears in ``repr``/``str``."""
+
+    api_key: str | None
+    team_id: str | None
+    base_url: str
+    traces_url: str
+    frontend_url: str
+    mode: str
+
+    def __repr__(self) -> str:
+        key = "***" if self.api_key else None
+        return (
+            f"Settings(api_key={key!r}, team_id={self.team_id!r}, base_url={self.base_url!r}, "
+            f"traces_url={self.traces_url!r}, frontend_url={self.frontend_url!r}, "
+            f"mode={self.mode!r})"
+        )
+
+    __str__ = __repr__
+
+    @classmethod
+    def resolve(
+        cls,
+        *,
+        api_key: str | None = None,
+        team_id: str | None = None,
+        base_url: str | None = None,
+        traces_url: str | None = None,
+        mode: str | None = None,
+        config_path: Path | None = None,
+    ) -> Settings:
+        """Resolve every setting (argument > environment > config file > default).
+
+        An explicit ``api_key`` wins even when it is ``""`` (meaning: no key). The mode
+        is ``mode=`` > ``PRIME_RUNS_MODE`` > ``online`` with an API key, else ``offline``.
+        Raises ``ConfigurationError`` for an unknown mode or ``online`` without a key.
+        """
+        env: Mapping[str, str] = os.environ
+        file = load_config_file(config_path)
+
+        key = (
+            _text(api_key)
+            if api_key is not None
+            else _first(env.get(API_KEY_ENV), file.get("api_key"))
+        )
+        team = _first(team_id, env.get(TEAM_ID_ENV), file.get("team_id"))
+        base = _first(
+            base_url, env.get(BASE_URL_ENV), env.get(BASE_URL_ALIAS_ENV), file.get("base_url")
+        )
+        traces = _first(traces_url, env.get(TRACES_URL_ENV), file.get("traces_url"))
+        frontend = _first(env.get(FRONTEND_URL_ENV), file.get("frontend_url"))
+        return cls(
+            api_key=key,
+            team_id=team,
+            base_url=normalize_api_url(base or DEFAULT_BASE_URL),
+            traces_url=normalize_api_url(traces or DEFAULT_TRACES_URL),
+            frontend_url=(frontend or DEFAULT_FRONTEND_URL).rstrip("/"),
+            mode=_resolve_mode(mode, env.get(MODE_ENV), has_key=key is not None),
+        )
+
+    def evaluation_url(self, evaluation_id: str) -> str:
+        """The dashboard page of an evaluation."""
+        return f"{self.frontend_url}/dashboard/evaluations/{evaluation_id}"
+
+
+def _resolve_mode(argument: str | None, env_value: str | None, *, has_key: bool) -> str:
+    allowed = ", ".join(MODES)
+    if _text(argument) is not None:
+        value, source = _text(argument), "mode="
+    elif _text(env_value) is not None:
+        value, source = _text(env_value), MODE_ENV
+    else:
+        return ONLINE if has_key else OFFLINE
+    assert value is not None
+    mode = value.lower()
+    if mode not in MODES:
+        raise ConfigurationError(f"{source} {value!r} is not a mode; expected one of: {allowed}")
+    if mode == ONLINE and not has_key:
+        raise ConfigurationError(
+            f"{source} {value!r} needs an API key: pass api_key=, set {API_KEY_ENV}, or run "
+            "`prime login`; or use mode='offline' to keep the run in the local archive"
+        )
+    return mode
+
+
+__all__ = [
+    "API_KEY_ENV",
+    "BASE_URL_ALIAS_ENV",
+    "BASE_URL_ENV",
+    "DEFAULT_BASE_URL",
+    "DEFAULT_FRONTEND_URL",
+    "DEFAULT_TRACES_URL",
+    "DIR_ENV",
+    "DISABLED",
+    "FRONTEND_URL_ENV",
+    "MODES",
+    "MODE_ENV",
+    "OFFLINE",
+    "ONLINE",
+    "TEAM_ID_ENV",
+    "TRACES_URL_ENV",
+    "Settings",
+    "default_config_path",
+    "load_config_file",
+    "normalize_api_url",
+]

@@ -1,0 +1,234 @@
+"""The run summary (contract: summary metrics computed from episodes) and its incremental
+accumulator."""
+
+from __future__ import annotations
+
+import copy
+import json
+import threading
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+from prime_runs.metrics import SummaryAccumulator, from_episodes
+
+DATA = Path(__file__).parent / "data"
+FIXTURE_FILES = ["episodes.jsonl", "edge_episodes.jsonl", "train_episodes.jsonl"]
+
+
+def _lines(name: str) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in (DATA / name).read_text("utf-8").splitlines() if line]
+
+
+def _trace(
+    *,
+    trainable: bool = True,
+    rewards: dict[str, Any] | None = None,
+    metrics: dict[str, Any] | None = None,
+    ok: bool = True,
+) -> dict[str, Any]:
+    return {
+        "id": "t",
+        "agent": {"name": "a", "trainable": trainable},
+        "rewards": rewards or {},
+        "metrics": metrics or {},
+        "ok": ok,
+    }
+
+
+def _episode(*traces: dict[str, Any], ok: bool = True) -> dict[str, Any]:
+    return {"id": "e", "ok": ok, "traces": list(traces)}
+
+
+def _r(score: float, weight: float = 1.0) -> dict[str, float]:
+    return {"score": score, "weight": weight}
+
+
+# Duck-typed verifiers objects: properties where verifiers has properties.
+def _as_object(episode: dict[str, Any]) -> SimpleNamespace:
+    def trace(record: dict[str, Any]) -> SimpleNamespace:
+        rewards = {
+            name: None if value is None else SimpleNamespace(**value)
+            for name, value in record.get("rewards", {}).items()
+        }
+        return SimpleNamespace(
+            agent=SimpleNamespace(**record["agent"]),
+            rewards=rewards,
+            metrics=dict(record.get("metrics", {})),
+            reward=sum(r.score * r.weight for r in rewards.values() if r is not None),
+        )
+
+    return SimpleNamespace(ok=episode["ok"], traces=[trace(t) for t in episode["traces"]])
+
+
+def test_two_hand_written_episodes() -> None:
+    episodes = [
+        _episode(
+            _trace(rewards={"exact": _r(1.0), "style": _r(0.5, 0.5)}, metrics={"turns": 3.0}),
+            _trace(trainable=False, rewards={"exact": _r(0.0)}, metrics={"turns": 100.0}),
+        ),
+        _episode(
+            _trace(rewards={"exact": _r(0.0), "style": None}, metrics={"turns": 1.0}),
+            ok=False,
+        ),
+    ]
+    expected = {
+        # The judge-like untrainable trace is left out of every mean.
+        "avg_reward": (1.0 + 0.25 + 0.0) / 2,
+        "avg_metrics": {"exact": 0.5, "style": 0.5, "turns": 2.0},
+        "avg_error": 0.5,
+    }
+    assert from_episodes(episodes) == expected
+    assert from_episodes([_as_object(e) for e in episodes]) == expected
+
+
+def test_all_traces_count_when_none_is_trainable() -> None:
+    episodes = [
+        _episode(_trace(trainable=False, rewards={"x": _r(1.0)})),
+        _episode(_trace(trainable=False, rewards={"x": _r(0.0)})),
+    ]
+    assert from_episodes(episodes) == {
+        "avg_reward": 0.5,
+        "avg_metrics": {"x": 0.5},
+        "avg_error": 0.0,
+    }
+
+
+def test_a_metric_wins_over_a_sub_reward_of_the_same_name_and_counts_once() -> None:
+    episodes = [
+        _episode(_trace(rewards={"x": _r(1.0)}, metrics={"x": 0.0})),
+        _episode(_trace(rewards={"x": _r(1.0)}, metrics={"x": None})),  # null: the score counts
+    ]
+    summary = from_episodes(episodes)
+    assert summary["avg_metrics"] == {"x": (0.0 + 1.0) / 2}
+    assert summary["avg_reward"] == 1.0  # avg_reward still uses the weighted rewards
+
+
+def test_each_name_averages_over_the_traces_that_have_it() -> None:
+    episodes = [
+        _episode(_trace(metrics={"a": 1.0, "b": None}), _trace(metrics={"a": 3.0, "b": 4.0})),
+        _episode(_trace(rewards={"c": None})),
+    ]
+    assert from_episodes(episodes)["avg_metrics"] == {"a": 2.0, "b": 4.0}
+
+
+def test_avg_error_counts_episodes_including_those_without_traces() -> None:
+    episodes = [
+        _episode(_trace(ok=False)),  # a failed trace does not make its episode fail
+        _episode(ok=False),  # failed before any trace existed
+        _episode(_trace(), ok=False),
+        _episode(_trace()),
+    ]
+    assert from_episodes(episodes)["avg_error"] == 2 / 4
+    edge = _lines("edge_episodes.jsonl")  # env hook failure, empty failure, timeout, max_turns
+    assert from_episodes(edge)["avg_error"] == 2 / 4
+
+
+def test_explicit_traces_replace_the_candidates() -> None:
+    episodes = [_episode(_trace(rewards={"x": _r(1.0)}), ok=False), _episode()]
+    other = [_trace(rewards={"x": _r(0.0)}), _trace(trainable=False, rewards={"x": _r(9.0)})]
+    assert from_episodes(episodes, traces=other) == {
+        "avg_reward": 0.0,
+        "avg_metrics": {"x": 0.0},
+        "avg_error": 0.5,
+    }
+
+
+def test_empty_run() -> None:
+    empty = {"avg_reward": 0.0, "avg_metrics": {}, "avg_error": 0.0}
+    assert from_episodes([]) == empty
+    assert SummaryAccumulator().result() == empty
+
+
+def test_user_sim_run_scores_only_the_assistant() -> None:
+    run = _lines("episodes.jsonl")[12:16]
+    assistants = [t for e in run for t in e["traces"] if t["agent"]["name"] == "assistant"]
+    assert len(assistants) == 4 and all(t["agent"]["trainable"] for t in assistants)
+    rewards = [sum(r["score"] * r["weight"] for r in t["rewards"].values()) for t in assistants]
+    summary = from_episodes(run)
+    assert summary["avg_reward"] == pytest.approx(sum(rewards) / 4)
+    assert summary["avg_metrics"]["user_turns"] == 2.0
+    assert summary["avg_error"] == 0.0
+
+
+@pytest.mark.parametrize("name", FIXTURE_FILES)
+def test_fixture_runs_match_the_rules(name: str) -> None:
+    episodes = _lines(name)
+    traces = [t for e in episodes for t in e["traces"]]
+    scored = [t for t in traces if t["agent"]["trainable"]] or traces
+    values: dict[str, list[float]] = {}
+    for t in scored:
+        named = {n: r["score"] for n, r in t.get("rewards", {}).items() if r is not None}
+        named.update({n: v for n, v in t.get("metrics", {}).items() if v is not None})
+        for n, v in named.items():
+            values.setdefault(n, []).append(v)
+    rewards = [sum(r["score"] * r["weight"] for r in t["rewards"].values()) for t in scored]
+    summary = from_episodes(episodes)
+    assert summary["avg_reward"] == pytest.approx(sum(rewards) / len(rewards))
+    assert summary["avg_metrics"] == pytest.approx({n: sum(v) / len(v) for n, v in values.items()})
+    assert summary["avg_error"] == sum(not e["ok"] for e in episodes) / len(episodes)
+    assert from_episodes([_as_object(e) for e in episodes]) == summary
+
+
+@pytest.mark.parametrize("name", FIXTURE_FILES)
+def test_accumulator_equals_from_episodes(name: str) -> None:
+    episodes = _lines(name)
+    accumulator = SummaryAccumulator()
+    for episode in episodes:
+        accumulator.add(episode)
+    assert accumulator.result() == from_episodes(episodes)
+
+
+def test_bare_traces_count_as_their_own_units() -> None:
+    bare = _lines("traces.jsonl")  # lines 1-4: run 3's traces; 6: a non-trainable user trace
+    accumulator = SummaryAccumulator()
+    for trace in bare:
+        accumulator.add(trace)
+    summary = from_episodes(bare)
+    assert accumulator.result() == summary
+    trainable = [t for t in bare if t["agent"]["trainable"]]
+    assert summary["avg_reward"] == pytest.approx(
+        sum(sum(r["score"] * r["weight"] for r in t["rewards"].values()) for t in trainable)
+        / len(trainable)
+    )
+    assert summary["avg_error"] == sum(not t["ok"] for t in bare) / len(bare)
+
+
+def test_accumulator_is_unchanged_by_a_malformed_record() -> None:
+    accumulator = SummaryAccumulator()
+    accumulator.add(_episode(_trace(rewards={"x": _r(1.0)})))
+    before = accumulator.result()
+    broken = _episode(_trace(rewards={"x": _r(1.0)}), _trace(rewards={"x": {"score": "high"}}))
+    with pytest.raises(TypeError):
+        accumulator.add(broken)
+    assert accumulator.result() == before
+
+
+def test_accumulator_is_thread_safe() -> None:
+    # Exactly representable values, so the sums do not depend on the order of adds.
+    episodes = [
+        _episode(_trace(rewards={"x": _r(i % 4 / 4)}, metrics={"m": float(i)}), ok=i % 3 != 0)
+        for i in range(400)
+    ]
+    accumulator = SummaryAccumulator()
+
+    def feed(part: list[dict[str, Any]]) -> None:
+        for episode in part:
+            accumulator.add(episode)
+
+    threads = [threading.Thread(target=feed, args=(episodes[i::4],)) for i in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert accumulator.result() == from_episodes(episodes)
+
+
+def test_inputs_are_not_modified() -> None:
+    episodes = _lines("episodes.jsonl")
+    pristine = copy.deepcopy(episodes)
+    from_episodes(episodes)
+    SummaryAccumulator().add(episodes[0])
+    assert episodes == pristine
