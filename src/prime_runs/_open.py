@@ -79,7 +79,8 @@ def resolve(opts: RunOptions) -> tuple[Settings, dict[str, Any], list[Any]]:
     if settings.mode == DISABLED:
         return settings, {}, []
     config = capture_config(opts.config)
-    environments = coerce_environments(opts.environments)
+    # Offline runs may name no environment; online ones are checked before registering.
+    environments = coerce_environments(opts.environments) if opts.environments else []
     if isinstance(opts.tags, str) or not all(isinstance(t, str) for t in opts.tags):
         raise ConfigurationError("tags= must be a list of strings")
     return settings, config, environments

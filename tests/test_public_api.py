@@ -1,0 +1,101 @@
+"""The public surface is exactly what __init__ exports (a drop-in for verifiers 0.4.0)."""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+
+import prime_runs as pr
+
+EXPECTED = {
+    "APIError",
+    "APITimeoutError",
+    "CONFIG_SOURCE_KEY",
+    "ConfigSource",
+    "ConfigurationError",
+    "ConflictError",
+    "EnvironmentRef",
+    "EnvironmentResolutionError",
+    "ForbiddenError",
+    "MODE_ENV",
+    "NotFoundError",
+    "PaymentRequiredError",
+    "PrimeRunsError",
+    "RecordError",
+    "RetryableAPIError",
+    "Run",
+    "RunFinishedError",
+    "RunProcessor",
+    "RunStatus",
+    "SyncError",
+    "TransportError",
+    "UnauthorizedError",
+    "ValidationRejectedError",
+    "__version__",
+    "configure_exporter",
+    "current_run",
+    "init",
+    "log_episodes",
+    "log_traces",
+    "metrics",
+    "projection",
+    "semconv",
+}
+
+
+def test_all_is_exactly_the_public_surface():
+    assert set(pr.__all__) == EXPECTED
+    assert list(pr.__all__) == sorted(pr.__all__, key=lambda n: (not n.isupper(), n))
+    for name in pr.__all__:
+        assert hasattr(pr, name), name
+
+
+def test_what_verifiers_touches():
+    assert pr.MODE_ENV == "PRIME_RUNS_MODE"
+    assert pr.RunStatus("completed") is pr.RunStatus.COMPLETED
+    assert {s.name for s in pr.RunStatus} == {
+        "RUNNING",
+        "COMPLETED",
+        "FAILED",
+        "CANCELLED",
+        "CRASHED",
+    }
+    assert callable(pr.metrics.from_episodes)
+    assert callable(pr.projection.build_samples)
+    assert callable(pr.projection.trace_to_sample)
+    assert issubclass(pr.UnauthorizedError, pr.PrimeRunsError)
+    for attr in (
+        "id",
+        "url",
+        "name",
+        "mode",
+        "status",
+        "finished",
+        "span",
+        "log_episodes",
+        "log_traces",
+        "flush",
+        "finish",
+        "fail",
+        "dropped_records",
+        "failed_records",
+        "errors",
+    ):
+        assert hasattr(pr.Run, attr), attr
+
+
+def test_version_satisfies_verifiers_pin():
+    major, minor, patch = (int(x) for x in pr.__version__.split(".")[:3])
+    assert (major, minor, patch) >= (0, 1, 4)
+
+
+def test_every_module_imports_without_cycles():
+    for module in pkgutil.walk_packages(pr.__path__, "prime_runs."):
+        importlib.import_module(module.name)
+
+
+def test_errors_are_a_tree_under_prime_runs_error():
+    for name in pr.__all__:
+        obj = getattr(pr, name)
+        if isinstance(obj, type) and issubclass(obj, Exception):
+            assert issubclass(obj, pr.PrimeRunsError), name
