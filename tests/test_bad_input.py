@@ -106,7 +106,7 @@ def test_unknown_mode_and_on_error():
 
 def test_unreadable_config_path(tmp_path):
     missing = tmp_path / "nope.toml"
-    with pytest.raises(pr.ConfigurationError, match="nope.toml"):
+    with pytest.raises(pr.ConfigurationError, match=r"nope\.toml"):
         pr.init(name="x", mode="offline", config=str(missing))
     binary = tmp_path / "bin.toml"
     binary.write_bytes(b"\xff\xfe\x00")
