@@ -96,11 +96,14 @@ def eval_config(
     }
 
 
-def eval_env(platform_env: dict[str, str]) -> dict[str, str]:
+def eval_env(platform_env: dict[str, str], runs_dir: Path | None = None) -> dict[str, str]:
     """The eval process's environment: the stand-in's settings, our taskset importable,
-    verifiers' caches and uv's cache kept under the tier's state directory."""
+    verifiers' caches and uv's cache kept under the tier's state directory, and the
+    SDK's local archive in `runs_dir`."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(_SCRUBBED_PREFIXES)}
     env.update(platform_env)
+    if runs_dir is not None:
+        env["PRIME_RUNS_DIR"] = str(runs_dir)
     env.update(
         {
             "PATH": f"{BIN}{os.pathsep}{env.get('PATH', '')}",  # uv and vf-eval
@@ -142,7 +145,7 @@ def run_vf_eval(
     proc = subprocess.run(
         [str(BIN / "vf-eval"), "@", str(config_path)],
         cwd=workdir,
-        env=eval_env(platform_env),
+        env=eval_env(platform_env, workdir / "prime-runs"),
         capture_output=True,
         text=True,
         timeout=EVAL_TIMEOUT_S,

@@ -11,10 +11,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import TASKSET_ID, EvalRun, run_vf_eval
-from fake_model import MODEL_ID, FakeModel
+from fake_model import MODEL_ID, FakeModel, Request
 
 import prime_runs as pr
+from conftest import TASKSET_ID, EvalRun, run_vf_eval
 from prime_runs.testing import StandInPlatform
 
 # Every rollout of a row gets the same reward (the canned model answers by prompt):
@@ -67,7 +67,7 @@ class Outcome:
 
     run: EvalRun
     platform: StandInPlatform
-    model_requests: int
+    model_requests: list[Request]
 
     @property
     def evaluation(self) -> dict[str, Any]:
@@ -100,7 +100,7 @@ def _eval(
             max_concurrent=max_concurrent,
         )
         print(f"\n{name}: vf-eval took {run.seconds:.1f}s")
-        yield Outcome(run, platform, len(model.requests) - before)
+        yield Outcome(run, platform, model.requests[before:])
 
 
 @pytest.fixture(scope="module")
@@ -139,8 +139,9 @@ def test_eval_ran_every_rollout(completed: Outcome) -> None:
     for episode in episodes:
         assert episode["ok"] is (_row_id(episode) not in FAILED_ROWS)
         assert episode["run"] == {"type": "eval", "id": completed.eval_id, "name": run.name}
-    # The chat program streams; each rollout reached the canned model at least once.
-    assert completed.model_requests >= len(episodes)
+    # Each rollout reached the canned model, through verifiers' streaming path.
+    assert len(completed.model_requests) >= len(episodes)
+    assert all(r.stream and r.model == MODEL_ID for r in completed.model_requests)
 
 
 def test_one_evaluation_with_the_eval_identity(completed: Outcome) -> None:

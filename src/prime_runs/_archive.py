@@ -192,6 +192,12 @@ class RunArchive:
                         yield RecordKey(path.name, offset), kind, line[:-1]
                     offset += len(line)
 
+    def read(self, key: RecordKey) -> bytes:
+        """The record stored at ``key`` (without its newline)."""
+        with (self.path / RECORDS_DIR / key.segment).open("rb") as f:
+            f.seek(key.offset)
+            return f.readline().rstrip(b"\n")
+
     def acknowledged(self) -> dict[str, set[RecordKey]]:
         """Sink name -> keys it acknowledged."""
         acked: dict[str, set[RecordKey]] = {}

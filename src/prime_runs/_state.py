@@ -88,6 +88,8 @@ class RunState:
         self._raised = False
         self._pid = os.getpid()
         self.span: Any = None
+        # (key, kind, sinks whose queue was full, whether no sink took it), oldest first.
+        self._refused: list[tuple[Any, str, tuple[str, ...], bool]] = []
         if archive is not None and owner:
             archive.write_status(self._status_doc())
 
@@ -156,6 +158,13 @@ class RunState:
                         self._add(self.counters.skipped, worker.name, 1)
                     else:
                         self._add(self.counters.failed, worker.name, 1)
+            if key is not None:
+                # A full queue (not a retired sink) is retried from the journal at finish.
+                full = [w.name for w in refused if w.retired is None]
+                if full:
+                    self._refused.append(
+                        (key, item.kind, tuple(full), len(refused) == len(self.workers))
+                    )
 
     _restamps = 0
 
@@ -228,6 +237,7 @@ class RunState:
         # Drain before closing: the platform computes statistics at finalize.
         for worker in self.workers:
             worker.drain(deadline)
+        self._recover_refused(deadline)
         for worker in self.workers:
             left = worker.close(deadline)
             if left:
@@ -253,6 +263,44 @@ class RunState:
                 self.report(f"could not write the run's status to the archive: {exc}")
         self._warn_losses()
         return True
+
+    def _recover_refused(self, deadline: float) -> None:
+        """Send what a full queue refused during the run, read back from the journal.
+
+        The producer has stopped, so the queues drain; only the deadline limits this.
+        """
+        with self._lock:
+            refused, self._refused = self._refused, []
+        if not refused or self.archive is None:
+            return
+        workers = {w.name: w for w in self.workers}
+        for key, kind, sinks, dropped in refused:
+            if time.monotonic() >= deadline:
+                break
+            try:
+                data = self.archive.read(key)
+            except OSError:
+                continue
+            with self._lock:
+                if dropped:
+                    self.counters.dropped -= 1
+                    others = [w.name for w in self.workers if w.name not in sinks]
+                    for name in others:  # counted as failed for them, as at refusal
+                        self._add(self.counters.failed, name, 1)
+                else:
+                    for name in sinks:
+                        self._add(self.counters.failed, name, -1)
+            item = Item(kind, data, key)
+            for name in sinks:
+                worker = workers[name]
+                while not worker.put(item):
+                    if worker.retired is not None or time.monotonic() >= deadline:
+                        with self._lock:
+                            self._add(self.counters.failed, name, 1)
+                        break
+                    worker.drain(min(deadline, time.monotonic() + 0.2))
+        for worker in self.workers:
+            worker.drain(deadline)
 
     def _summary_for_platform(self) -> dict[str, Any]:
         summary = sanitize_nonfinite(dict(self.summary or {}))

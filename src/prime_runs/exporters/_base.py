@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import threading
+import time
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -21,12 +23,16 @@ class Item:
 
 @dataclass
 class Outcome:
-    """What happened to one batch handed to a sink."""
+    """What happened to one batch handed to a sink.
+
+    Every item of the batch ends up in exactly one of ``acked``, ``rejected``,
+    ``retry`` or ``skipped``.
+    """
 
     acked: list[Item] = field(default_factory=list)
     # Rejected for their own sake: resending the same bytes cannot succeed.
     rejected: list[tuple[Item, str]] = field(default_factory=list)
-    # Not stored because of a transient failure: worth another try later.
+    # Not stored because of a transient failure (or not attempted): worth another try later.
     retry: list[Item] = field(default_factory=list)
     retry_reason: str | None = None
     retry_after: float | None = None
@@ -36,12 +42,63 @@ class Outcome:
     quiet: bool = False
     # Items the sink does not store at all (no projection): not a loss.
     skipped: list[Item] = field(default_factory=list)
+    # Settled after the worker was closed: the counters already hold these items as
+    # unsent, so only the archive may learn about what landed.
+    late: bool = False
+
+
+class Deadline:
+    """A point in ``time.monotonic()`` time that the owner may bring forward.
+
+    A sink waits between retries with :meth:`sleep`, so ``finish()`` cutting the
+    deadline wakes it at once instead of after a long back-off.
+    """
+
+    def __init__(self, at: float) -> None:
+        self._at = at
+        self._cut = threading.Event()
+
+    def __repr__(self) -> str:
+        return f"Deadline(left={self.left():.3f})"
+
+    @property
+    def at(self) -> float:
+        return self._at
+
+    def left(self) -> float:
+        return self._at - time.monotonic()
+
+    def expired(self) -> bool:
+        return self.left() <= 0
+
+    def cut(self, at: float) -> None:
+        """Bring the deadline forward to ``at`` (never back) and wake any sleeper."""
+        if at < self._at:
+            self._at = at
+        self._cut.set()
+
+    def sleep(self, seconds: float) -> bool:
+        """Wait ``seconds`` unless the deadline comes first (it may be cut meanwhile).
+        True when the full wait ran and time is left."""
+        end = time.monotonic() + seconds
+        while True:
+            now = time.monotonic()
+            if self._at <= now:
+                return False
+            if end <= now:
+                return True
+            self._cut.wait(min(end, self._at) - now)
+            self._cut.clear()
+
+
+def as_deadline(deadline: float | Deadline) -> Deadline:
+    return deadline if isinstance(deadline, Deadline) else Deadline(deadline)
 
 
 class Sink(Protocol):
     name: str
 
-    def export(self, items: list[Item], deadline: float) -> Outcome:
+    def export(self, items: list[Item], deadline: float | Deadline) -> Outcome:
         """Store ``items`` before ``deadline`` (``time.monotonic()``). Never raises."""
         ...
 

@@ -1,0 +1,38 @@
+"""Records a full queue refused during the run are sent from the journal at finish."""
+
+from __future__ import annotations
+
+import prime_runs as pr
+
+
+def test_full_queue_drops_are_recovered_at_finish(prime_env, episodes):
+    run = pr.init(name="r", environments=["e"], model="m", framework="f")
+    for worker in run._state.workers:
+        worker._max_items = 2
+    prime_env.stall(None, 30)  # nothing is acknowledged while we log
+    run.log_episodes(episodes)
+    assert run.dropped_records > 0  # the queues were full
+    assert len(prime_env.episodes) == 0
+    prime_env.unstall()
+    run.finish(timeout=60)
+    assert run.dropped_records == 0
+    assert run.failed_records == {}
+    assert run.acknowledged_records == {"traces": len(episodes), "eval_samples": len(episodes)}
+    assert set(prime_env.episodes) == {e["id"] for e in episodes}
+    assert all(n == 1 for n in prime_env.trace_writes.values())
+    rows = prime_env.samples(run.id)
+    assert sorted(r["sample_id"] for r in rows) == sorted(e["id"] for e in episodes)
+
+
+def test_without_a_journal_drops_stay_dropped(prime_env, episodes):
+    run = pr.init(name="r", environments=["e"], model="m", framework="f", journal=False)
+    for worker in run._state.workers:
+        worker._max_items = 2
+    prime_env.stall(None, 30)
+    run.log_episodes(episodes)
+    dropped = run.dropped_records
+    assert dropped > 0
+    prime_env.unstall()
+    run.finish(timeout=60)
+    assert run.dropped_records == dropped
+    assert len(prime_env.episodes) == len(episodes) - dropped
