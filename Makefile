@@ -19,12 +19,18 @@ online-demo: $(STAMP)
 	$(BIN)/python examples/online_quickstart.py
 
 test: $(STAMP)
-	$(BIN)/ruff check src tests examples bench
+	$(BIN)/ruff check src tests examples bench e2e
 	$(BIN)/python -m pytest
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests examples bench
 	$(BIN)/ruff format --check src tests examples bench
+
+e2e:
+	PYTHON=$(PYTHON) e2e/run.sh
+
+bench: $(STAMP)
+	$(BIN)/python bench/run.py
 
 clean:
 	rm -rf $(VENV) prime-runs build dist

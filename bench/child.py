@@ -146,7 +146,7 @@ def producer(
             **_percentiles([latencies[i] for i in picked]),
             "encode_p99": _percentiles([encode_s[i] for i in picked])["p99"],
         }
-    ratios = [lat / max(enc, 1e-9) for lat, enc in zip(latencies, encode_s)]
+    ratios = [lat / max(enc, 1e-9) for lat, enc in zip(latencies, encode_s, strict=True)]
     return {
         **info,
         "episodes": len(payloads),

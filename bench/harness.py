@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import platform
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -151,11 +152,32 @@ def _platform_counts(stand_in: Any, run_id: str | None) -> dict[str, Any]:
     }
 
 
+def py_spy() -> Path | None:
+    """py-spy, from ``.bench/tools`` (``pip install --target .bench/tools py-spy``) or PATH."""
+    local = BENCH_DIR / "tools" / "bin" / "py-spy"
+    if local.exists():
+        return local
+    found = shutil.which("py-spy")
+    return Path(found) if found else None
+
+
 def run_child(
-    side: str, scenario: str, params: dict[str, Any], log_dir: Path
+    side: str, scenario: str, params: dict[str, Any], log_dir: Path, profile: Path | None = None
 ) -> dict[str, Any]:
-    """Run one measured side once; the child's result plus what the platform saw."""
+    """Run one measured side once; the child's result plus what the platform saw.
+
+    With ``profile``, the child runs under ``py-spy record`` (every thread, collapsed
+    stacks written to that path); its timings are then not comparable.
+    """
     python = peer_python() if INTERPRETER[side] == "peer" else ours_python()
+    command = [str(python), str(CHILD)]
+    if profile is not None:
+        spy = py_spy()
+        if spy is None:
+            raise RuntimeError("--profile needs py-spy: pip install --target .bench/tools py-spy")
+        profile.parent.mkdir(parents=True, exist_ok=True)
+        command = [str(spy), "record", "--format", "raw", "--threads", "--rate", "200"]
+        command += ["-o", str(profile.resolve()), "--", str(python), str(CHILD)]
     args = {"side": side, "scenario": scenario, **params}
     log_dir.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="prime-runs-bench-") as tmp:
@@ -164,13 +186,13 @@ def run_child(
             from prime_runs.testing import StandInPlatform
 
             with StandInPlatform() as stand_in:
-                result = _drive(python, args, _child_env(home, stand_in.env()), stand_in, log_dir)
+                result = _drive(command, args, _child_env(home, stand_in.env()), stand_in, log_dir)
                 if scenario == "burst":
                     stand_in.unstall()
                 else:
                     result["platform"] = _platform_counts(stand_in, result.get("run_id"))
         else:
-            result = _drive(python, args, _child_env(home, {}), None, log_dir)
+            result = _drive(command, args, _child_env(home, {}), None, log_dir)
     return result
 
 
@@ -188,14 +210,14 @@ def _act(stand_in: Any, checkpoint: str) -> None:
 
 
 def _drive(
-    python: Path, args: dict[str, Any], env: dict[str, str], stand_in: Any, log_dir: Path
+    command: list[str], args: dict[str, Any], env: dict[str, str], stand_in: Any, log_dir: Path
 ) -> dict[str, Any]:
     name = f"{args['scenario']}-{args['side']}-{args.get('burst') or args.get('count')}"
     stderr_path = log_dir / f"{name}.log"
     result: dict[str, Any] | None = None
     with stderr_path.open("w", encoding="utf-8") as stderr:
         child = subprocess.Popen(
-            [str(python), str(CHILD), json.dumps(args)],
+            [*command, json.dumps(args)],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=stderr,

@@ -12,9 +12,12 @@ ROWS: tuple[tuple[str, str, str], ...] = (
     ("2", "slowdown_pct", "producer slowdown, % (2 ms of work per episode)"),
     ("2", "p50_ms", "log call p50, ms"),
     ("2", "p99_ms", "log call p99, ms"),
+    ("2", "max_ms", "log call max, ms"),
     ("2", "p99_over_encode", "log call p99 / encode-once p99"),
     ("3", "outage_slowdown_pct", "slowdown during a 503 outage, %"),
     ("3", "outage_p99_ms", "log call p99 during a 503 outage, ms"),
+    ("3", "outage_max_ms", "log call max during a 503 outage, ms"),
+    ("3", "outage_acked_pct", "acknowledged after recovery + finish, % of logged"),
     ("5", "eps_per_s", "episodes acknowledged per second"),
     ("5", "acked_pct", "episodes acknowledged, % of logged"),
     ("6", "finish_s", "finish() after the drain -> finalized, s"),
@@ -57,7 +60,9 @@ def figures_table(figures: dict[str, dict[str, float]]) -> list[str]:
     keys = list(ROWS)
     for size in _burst_sizes(figures):
         keys.append(("4", f"burst_{size}_peak_mb", f"peak RSS above baseline, MB ({size:,} burst)"))
-        keys.append(("4", f"burst_{size}_logged_pct", f"burst of {size:,} logged within the time box, %"))
+        keys.append(
+            ("4", f"burst_{size}_logged_pct", f"burst of {size:,} logged within the time box, %")
+        )
     for number, key, title in keys:
         values = {side: figures.get(side, {}).get(key) for side in SIDES}
         if all(value is None for value in values.values()):

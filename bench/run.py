@@ -33,15 +33,19 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--quick", action="store_true", help="small workload, one run each")
     parser.add_argument("--runs", type=int, help="runs per figure (median); default 3, quick 1")
     parser.add_argument("--episodes", type=int, help="workload size; default 2000, quick 200")
-    parser.add_argument(
-        "--bursts", help="comma-separated burst sizes; default 25000,50000,100000"
-    )
+    parser.add_argument("--bursts", help="comma-separated burst sizes; default 25000,50000,100000")
     parser.add_argument("--work-ms", type=float, default=2.0, help="producer work per episode")
-    parser.add_argument("--timebox", type=float, help="seconds a burst may take; default 60")
+    parser.add_argument("--timebox", type=float, help="seconds a burst may take; default 30")
     parser.add_argument("--sides", default=",".join(figures.SIDES))
     parser.add_argument("--scenarios", default=",".join(SCENARIOS))
     parser.add_argument("--out", type=Path, default=harness.BENCH_DIR / "results.json")
     parser.add_argument("--report", type=Path, help="print the tables of a saved results file")
+    parser.add_argument(
+        "--profile",
+        action="store_true",
+        help="run each chosen side/scenario once under py-spy and summarise where time goes "
+        "(.bench/profiles/); timings of a profiled run are not comparable",
+    )
     return parser.parse_args(argv)
 
 
@@ -54,7 +58,7 @@ def _plan(args: argparse.Namespace) -> tuple[list[tuple[int, str, str, dict[str,
     episodes = args.episodes or (200 if args.quick else 2000)
     bursts_arg = args.bursts or ("2000,5000" if args.quick else "25000,50000,100000")
     bursts = [int(size) for size in bursts_arg.split(",") if size]
-    timebox = args.timebox or (15.0 if args.quick else 60.0)
+    timebox = args.timebox or (15.0 if args.quick else 30.0)
     work_iters = harness.calibrate(args.work_ms)
     sides = [side for side in args.sides.split(",") if side]
     scenarios = [scenario for scenario in args.scenarios.split(",") if scenario]
@@ -98,7 +102,11 @@ def main(argv: list[str] | None = None) -> int:
     if args.report:
         print(report.render(json.loads(args.report.read_text(encoding="utf-8"))), end="")
         return 0
+    if args.profile:
+        args.runs = 1
     plan, settings = _plan(args)
+    if args.profile:
+        return _profile(plan)
     if "peer" in settings["sides"]:
         settings["peer_version"] = harness.ensure_peer_venv(_say)
     log_dir = harness.BENCH_DIR / "logs"
@@ -129,6 +137,21 @@ def main(argv: list[str] | None = None) -> int:
     print(report.render(results), end="")
     _say(f"raw results: {args.out} ({results['elapsed_s']:.0f}s)")
     return 1 if any("error" in entry["result"] for entry in raw) else 0
+
+
+def _profile(plan: list[tuple[int, str, str, dict[str, Any]]]) -> int:
+    import profile_summary
+
+    if any(side == "peer" for _, _, side, _ in plan):
+        harness.ensure_peer_venv(_say)
+    for _, scenario, side, params in plan:
+        path = harness.BENCH_DIR / "profiles" / f"{scenario}-{side}.txt"
+        result = harness.run_child(side, scenario, params, harness.BENCH_DIR / "logs", path)
+        if "error" in result or not path.exists():
+            _say(f"{scenario} {side}: {result.get('error', 'no profile written')}")
+            continue
+        print(profile_summary.summarise(path))
+    return 0
 
 
 if __name__ == "__main__":

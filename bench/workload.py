@@ -30,6 +30,7 @@ FIXTURE = Path(__file__).resolve().parent.parent / "tests" / "data" / "episodes.
 #: Size classes in bytes of compact UTF-8 JSON.
 SIZES: dict[str, int] = {"5KB": 5 * 1024, "50KB": 50 * 1024, "1MB": 1024 * 1024}
 
+
 #: The class of position ``i``: one in 50 is ~1 MB, one in 5 is ~50 KB, the rest ~5 KB.
 #: 2,000 episodes come to about 70 MB of JSON.
 def size_class(index: int) -> str:
@@ -185,7 +186,8 @@ class Generator:
                 # A slice at a varying offset: text differs between episodes.
                 start = self._rng.randrange(0, len(self._pool) - share)
                 message = dict(node["message"])
-                message["content"] = f"{message.get('content') or ''} {self._pool[start:start + share]}"
+                padding = self._pool[start : start + share]
+                message["content"] = f"{message.get('content') or ''} {padding}"
                 node["message"] = message
         return record
 

@@ -17,6 +17,12 @@ state="$root/.e2e"
 venv="$state/venv"
 python="${PYTHON:-python3}"
 stamp="$venv/.installed"
+
+# verifiers 0.4.0 needs Python 3.11+ (the package itself supports 3.10).
+if ! "$python" -c 'import sys; sys.exit(sys.version_info < (3, 11))'; then
+  echo "e2e: verifiers 0.4.0 needs Python >= 3.11; set PYTHON=python3.11 (or newer)" >&2
+  exit 2
+fi
 want="$(cat e2e/requirements.txt pyproject.toml | "$python" -c \
   'import hashlib, sys; print(hashlib.sha256(sys.stdin.buffer.read()).hexdigest())')"
 

@@ -14,10 +14,11 @@ from __future__ import annotations
 
 import json
 import os
+from collections import Counter
 
 from _fixture_records import fresh_episodes
 from opentelemetry import trace
-from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
@@ -52,14 +53,26 @@ def main() -> None:
                     pr.log_episodes(episode)
         # Ending the `run` span closed the run.
 
+    spans = exporter.get_finished_spans()
+    counts = Counter(span.name for span in spans)
+    run_span = next(span for span in spans if span.name == "run")
+    episode_span = next(span for span in spans if span.name == "episode")
+    parent = next(span for span in spans if span.context.span_id == run_span.parent.span_id)
+
     print(f"run {run.id} ({run.mode}, {run.status}): {run.logged_records} episodes logged")
     print(f"archive  {run.archive_path}")
     print()
-    print("Spans the application's own exporter received:")
-    for span in exporter.get_finished_spans():
-        attrs = span.attributes or {}
-        shown = {k: v for k, v in attrs.items() if k in ("prime.run.id", "prime.record.bytes")}
-        print(f"  {span.name:<15} {shown}")
+    print("The application's exporter received:", ", ".join(f"{n} {k}" for k, n in counts.items()))
+    print(
+        f"  run      under {parent.name!r}; {_attrs(run_span, ('prime.run.id', 'prime.run.mode'))}"
+    )
+    print(f"  episode  {_attrs(episode_span, ('prime.record.id', 'prime.record.bytes'))}")
+    print("           (the record itself went to the archive, not onto the span)")
+
+
+def _attrs(span: ReadableSpan, keys: tuple[str, ...]) -> str:
+    attrs = span.attributes or {}
+    return ", ".join(f"{k}={v}" for k, v in attrs.items() if k in keys)
 
 
 if __name__ == "__main__":

@@ -1,6 +1,7 @@
-"""The object path: verifiers' own `WireEpisode` objects, built from the captured fixture
-records, fed to our `log_episodes`, `metrics.from_episodes` and `projection.build_samples`.
-Whatever the objects give must equal what the plain mappings give."""
+"""The object path: verifiers' own `WireEpisode` (and `WireTrace`) objects, built from the
+captured fixture records, fed to our `log_episodes` / `log_traces`, `metrics.from_episodes`
+and `projection.build_samples`. Whatever the objects give must equal what the plain
+mappings give."""
 
 from __future__ import annotations
 
@@ -9,10 +10,11 @@ import time
 from typing import Any
 
 import pytest
-from conftest import DATA, read_jsonl
 from verifiers.v1.episode import WireEpisode
+from verifiers.v1.trace import WireTrace
 
 import prime_runs as pr
+from conftest import DATA, read_jsonl
 from prime_runs.testing import StandInPlatform
 
 FILES = ("episodes", "edge_episodes", "train_episodes")
@@ -76,17 +78,21 @@ def test_samples_from_objects_equal_the_golden_v0_rows() -> None:
     assert rows == records("samples_v0")
 
 
-# -- log_episodes against the stand-in platform ------------------------------------------
+# -- log_episodes / log_traces against the stand-in platform ------------------------------
+
+
+def _traces_of(record: dict[str, Any]) -> list[dict[str, Any]]:
+    return record["traces"] if "traces" in record else [record]
 
 
 def _in_window(mappings: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Copies with every trace's timing moved to now: Prime Traces (and the stand-in)
     refuse traces whose start is more than a year old, and the fixture's clock is fixed."""
     shifted = copy.deepcopy(mappings)
-    latest = max(t["timing"]["start"] for e in shifted for t in e["traces"])
+    latest = max(t["timing"]["start"] for r in shifted for t in _traces_of(r))
     delta = time.time() - 60 - latest
-    for episode in shifted:
-        for trace in episode["traces"]:
+    for record in shifted:
+        for trace in _traces_of(record):
             timing = trace["timing"]
             for key in ("start", "end"):
                 if isinstance(timing.get(key), (int, float)):
@@ -94,8 +100,9 @@ def _in_window(mappings: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return shifted
 
 
-def _log_run(episodes: list[Any]) -> str:
-    """Log `episodes` into one online run, the way verifiers does, and close it."""
+def _log_run(items: list[Any], kind: str) -> str:
+    """Log `items` (episodes or bare traces) into one online run the way verifiers does
+    (`init` with its keywords, one call per item) and close it; return the run id."""
     run = pr.init(
         mode="online",
         id=None,
@@ -105,21 +112,21 @@ def _log_run(episodes: list[Any]) -> str:
         framework="verifiers",
         config={"model": "scripted/model", "num_examples": 2, "rollouts_per_example": 2},
     )
-    for episode in episodes:
-        run.log_episodes([episode])
-    run.finish(pr.metrics.from_episodes(episodes), status=pr.RunStatus.COMPLETED, error=None)
+    log = run.log_episodes if kind == "episodes" else run.log_traces
+    for item in items:
+        log([item])
+    summary = pr.metrics.from_episodes(items) if kind == "episodes" else None
+    run.finish(summary, status=pr.RunStatus.COMPLETED, error=None)
     assert run.errors == [] and run.dropped_records == 0
     assert not any(run.failed_records.values()), run.failed_records
     return run.id
 
 
 def _stored(platform: StandInPlatform, run_id: str) -> dict[str, Any]:
+    """What reached the stand-in for the run, minus server clock readings."""
+    clock = ("created_at", "updated_at", "finalized_at")
     return {
-        "evaluation": {
-            k: v
-            for k, v in platform.evaluations[run_id].items()
-            if k not in ("created_at", "updated_at", "finalized_at")
-        },
+        "evaluation": {k: v for k, v in platform.evaluations[run_id].items() if k not in clock},
         "episodes": platform.episodes,
         "traces": platform.traces,
         "trace_writes": platform.trace_writes,
@@ -127,26 +134,37 @@ def _stored(platform: StandInPlatform, run_id: str) -> dict[str, Any]:
     }
 
 
+def _log_both_ways(
+    first: StandInPlatform,
+    monkeypatch: pytest.MonkeyPatch,
+    mappings: list[dict[str, Any]],
+    as_objects: list[Any],
+    kind: str,
+) -> tuple[str, dict[str, Any], dict[str, Any]]:
+    """Log the objects into `first`, the mappings into a second fresh stand-in; return the
+    run id and what each stand-in stored."""
+    before = [o.to_record() for o in as_objects]
+    object_run = _log_run(as_objects, kind)
+    from_objects = _stored(first, object_run)
+    # The SDK stamps copies: the producer's objects are untouched.
+    assert [o.to_record() for o in as_objects] == before
+    with StandInPlatform() as second:
+        for key, value in second.env().items():
+            monkeypatch.setenv(key, value)
+        mapping_run = _log_run(copy.deepcopy(mappings), kind)
+        from_mappings = _stored(second, mapping_run)
+    assert object_run == mapping_run  # both stand-ins number their first evaluation alike
+    return object_run, from_objects, from_mappings
+
+
 def test_log_episodes_objects_reach_the_platform_like_mappings(
     prime_env: StandInPlatform, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # prime_env (the SDK's pytest plugin): a stand-in with the environment pointed at it.
     mappings = _in_window(records("episodes"))
-    episodes = objects(mappings)
-    before = [e.to_record() for e in episodes]
-
-    object_run = _log_run(episodes)
-    from_objects = _stored(prime_env, object_run)
-    # The SDK stamps copies: the producer's objects are untouched.
-    assert [e.to_record() for e in episodes] == before
-
-    with StandInPlatform() as other:
-        for key, value in other.env().items():
-            monkeypatch.setenv(key, value)
-        mapping_run = _log_run(copy.deepcopy(mappings))
-        from_mappings = _stored(other, mapping_run)
-
-    assert object_run == mapping_run  # both stand-ins number their first evaluation alike
+    run_id, from_objects, from_mappings = _log_both_ways(
+        prime_env, monkeypatch, mappings, objects(mappings), "episodes"
+    )
     assert from_objects == from_mappings
 
     # And what got there is every episode once, stamped with the run, one row each.
@@ -155,12 +173,28 @@ def test_log_episodes_objects_reach_the_platform_like_mappings(
     assert set(from_objects["traces"]) == member_ids
     assert set(from_objects["trace_writes"].values()) == {1}
     for envelope in from_objects["episodes"].values():
-        assert envelope["run"]["id"] == object_run
+        assert envelope["run"]["id"] == run_id
     for doc in from_objects["traces"].values():
-        assert doc["run"]["id"] == object_run
+        assert doc["run"]["id"] == run_id
     rows = from_objects["samples"]
     assert sorted(r["episode_id"] for r in rows) == sorted(m["id"] for m in mappings)
     evaluation = from_objects["evaluation"]
     assert evaluation["finalize_count"] == 1
     summary = pr.metrics.from_episodes(mappings)
     assert {k: evaluation["metrics"].get(k) for k in summary} == summary
+
+
+def test_log_traces_objects_reach_the_platform_like_mappings(
+    prime_env: StandInPlatform, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    mappings = _in_window(records("traces"))
+    as_objects = [WireTrace.model_validate(copy.deepcopy(m)) for m in mappings]
+    assert [t.to_record() for t in as_objects] == mappings
+    run_id, from_objects, from_mappings = _log_both_ways(
+        prime_env, monkeypatch, mappings, as_objects, "traces"
+    )
+    assert from_objects == from_mappings
+    assert set(from_objects["traces"]) == {m["id"] for m in mappings}
+    assert set(from_objects["trace_writes"].values()) == {1}
+    for doc in from_objects["traces"].values():
+        assert doc["run"]["id"] == run_id

@@ -7,7 +7,9 @@ Layout of one run (one folder per run, named by its id)::
                                         config, mode, kind, platform id/url, created_at
       status.json                       status, summary, error, finished_at, closed
       records/<kind>-<pid>-<nonce>.jsonl  encoded records, one per line, as logged
-      acks/<pid>-<nonce>.jsonl          {"s": sink, "f": segment, "o": [offsets]} per acked batch
+      acks/<pid>-<nonce>.jsonl          {"s": sink, "f": segment, "o": [offsets]} per acked batch;
+                                        "s" is "<sink>:rejected" / "<sink>:skipped" for records
+                                        a sink settled without storing them (see ``settled_name``)
       sync.json                         `prime-runs sync` progress for runs created offline
 
 Why this shape: every process (a forked child, a joined worker) appends to
@@ -33,6 +35,15 @@ STATUS_FILE = "status.json"
 SYNC_FILE = "sync.json"
 RECORDS_DIR = "records"
 ACKS_DIR = "acks"
+
+
+REJECTED = "rejected"  # refused for its own sake: resending the same bytes cannot succeed
+SKIPPED = "skipped"  # the sink does not store this kind of record (not a loss)
+
+
+def settled_name(sink: str, how: str) -> str:
+    """The ack-journal name under which ``sink`` records settled without storing them."""
+    return f"{sink}:{how}"
 
 
 class RecordKey(NamedTuple):
@@ -197,6 +208,25 @@ class RunArchive:
         with (self.path / RECORDS_DIR / key.segment).open("rb") as f:
             f.seek(key.offset)
             return f.readline().rstrip(b"\n")
+
+    def count_records(self) -> dict[str, int]:
+        """Complete record lines per kind, counted without decoding them (a torn tail is not
+        counted, as in ``iter_records``)."""
+        counts: dict[str, int] = {}
+        records = self.path / RECORDS_DIR
+        if not records.is_dir():
+            return counts
+        for path in sorted(records.glob("*.jsonl")):
+            kind = path.name.split("-", 1)[0]
+            lines = 0
+            try:
+                with path.open("rb") as f:
+                    while chunk := f.read(1 << 20):
+                        lines += chunk.count(b"\n")
+            except OSError:
+                continue
+            counts[kind] = counts.get(kind, 0) + lines
+        return counts
 
     def acknowledged(self) -> dict[str, set[RecordKey]]:
         """Sink name -> keys it acknowledged."""

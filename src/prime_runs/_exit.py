@@ -1,7 +1,19 @@
-"""Process-level hooks: exit without finish, fork, and (opt-in) SIGTERM.
+"""Process-level hooks: exit without finish, fork, and (opt-in) termination signals.
 
-One set of hooks per process, installed once. Runs are tracked weakly so a
-dropped handle is not kept alive by us.
+One set of hooks per process, installed once (``os.register_at_fork`` cannot be
+undone). Runs and run states are tracked weakly so a dropped handle is not kept
+alive by us.
+
+- **Exit without finish** (atexit, and multiprocessing's own exit path, which
+  skips atexit): an owned run is closed out as CRASHED; a forked child's or a
+  joined worker's run is only drained. Everything shares one bounded budget,
+  ``EXIT_TIMEOUT``; what is not sent by then stays in the journal for
+  ``prime-runs sync``.
+- **Fork**: the child drops the parent's queues, threads, locks and
+  connections (``RunState.after_fork``); the journal opens files of its own
+  on first write. The parent keeps the lifecycle.
+- **Signals** (``handle_signals=True``): SIGTERM closes live runs as CANCELLED,
+  then the handler the application had installed runs, or the default action.
 """
 
 from __future__ import annotations
@@ -10,26 +22,57 @@ import atexit
 import logging
 import os
 import signal
+import sys
 import threading
+import time
 import weakref
+from types import FrameType
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from ._state import RunState
     from .run import Run
+    from .status import RunStatus
 
 logger = logging.getLogger("prime_runs")
 
-EXIT_TIMEOUT = 10.0  # seconds the exit hook may spend draining and closing out
+EXIT_TIMEOUT = 10.0  # seconds all exit-time draining and close-outs may take together
+# multiprocessing runs finalizers of higher priority first; ours go early so the
+# journal's sinks drain before other libraries tear down what they need.
+_MP_EXIT_PRIORITY = 100
 
 _lock = threading.Lock()
 _runs: weakref.WeakSet[Run] = weakref.WeakSet()
+_states: weakref.WeakSet[RunState] = weakref.WeakSet()
 _installed = False
-_signals_installed = False
+_signal_handlers: dict[int, _ChainedHandler] = {}
+
+
+class _Token:
+    """A weakly referenceable key for multiprocessing's after-fork registry."""
+
+
+_MP_TOKEN = _Token()
+
+
+# -- tracking ----------------------------------------------------------------------
 
 
 def track(run: Run) -> None:
+    """Watch a run handle: it is closed out at exit and reset in forked children."""
     with _lock:
         _runs.add(run)
+    state = run._state
+    if state is not None:
+        track_state(state)
+    else:
+        _install()
+
+
+def track_state(state: RunState) -> None:
+    """Watch a run's engine (also one with no handle: raw spans, joined spans)."""
+    with _lock:
+        _states.add(state)
     _install()
 
 
@@ -41,6 +84,14 @@ def untrack(run: Run) -> None:
 def live_runs() -> list[Run]:
     with _lock:
         return list(_runs)
+
+
+def _live_states() -> list[RunState]:
+    with _lock:
+        return list(_states)
+
+
+# -- installation ------------------------------------------------------------------
 
 
 def register_exit_hook() -> None:
@@ -61,51 +112,132 @@ def _install() -> None:
         _installed = True
     register_exit_hook()
     os.register_at_fork(after_in_child=_after_fork_in_child)
+    if _in_multiprocessing_child():
+        # A spawn or forkserver worker: its process ends in os._exit, past atexit.
+        _arm_multiprocessing_exit()
+
+
+def _in_multiprocessing_child() -> bool:
+    mp = sys.modules.get("multiprocessing")
+    return mp is not None and mp.parent_process() is not None
+
+
+def _arm_multiprocessing_exit(_token: object = None) -> None:
+    """Run the exit hook from multiprocessing's exit path (``util._exit_function``).
+
+    A multiprocessing child ends in ``os._exit`` after its target returns, so
+    atexit handlers never run there; multiprocessing's finalizers do.
+    """
+    util = sys.modules.get("multiprocessing.util")
+    if util is not None:
+        util.Finalize(None, _at_exit, exitpriority=_MP_EXIT_PRIORITY)
+
+
+# -- exit --------------------------------------------------------------------------
 
 
 def _at_exit() -> None:
+    close_all(EXIT_TIMEOUT)
+
+
+def close_all(
+    budget: float, status: RunStatus | None = None, reason: str | None = None
+) -> None:
+    """Close every live run within one shared ``budget`` (seconds). Never raises.
+
+    ``status=None`` is the exit path: an owned, unfinished run is closed out as
+    CRASHED. Otherwise owned runs finish with ``status``. Either way a forked
+    child's or a joined worker's run is only drained, never closed.
+    """
+    deadline = time.monotonic() + budget
+    handled: set[int] = set()
     for run in live_runs():
+        if run._state is not None:
+            handled.add(id(run._state))
+        left = max(0.0, deadline - time.monotonic())
         try:
-            run.crash(EXIT_TIMEOUT)
+            if status is None:
+                run.crash(left)
+            else:
+                run.finish(None, status, reason, timeout=left)
         except Exception:
-            logger.warning("prime-runs: closing run %s at exit failed", run.id, exc_info=True)
+            logger.warning("prime-runs: closing run %s failed", run.id, exc_info=True)
+    for state in _live_states():
+        # States without a handle; owned ones are closed by the processor's shutdown.
+        if id(state) in handled or state.finishing or (state.owner and not state.forked):
+            continue
+        try:
+            state.finish(state.status, None, None, max(0.0, deadline - time.monotonic()))
+        except Exception:
+            logger.warning("prime-runs: draining run %s failed", state.run_id, exc_info=True)
+
+
+# -- fork --------------------------------------------------------------------------
 
 
 def _after_fork_in_child() -> None:
     global _lock
     _lock = threading.Lock()  # the parent's may have been held by another thread
-    for run in list(_runs):
-        state = run._state
-        if state is not None:
+    for state in list(_states):
+        try:
             state.after_fork()
+        except Exception:  # never break the child's fork()
+            logger.debug("prime-runs: resetting a run after fork failed", exc_info=True)
+    util = sys.modules.get("multiprocessing.util")
+    if util is not None:
+        # If this child is a multiprocessing worker, its bootstrap clears inherited
+        # finalizers and then runs the after-fork registry: arm the exit hook there.
+        util.register_after_fork(_MP_TOKEN, _arm_multiprocessing_exit)
 
 
-def install_signal_handlers(signals: tuple[int, ...] = (signal.SIGTERM,)) -> None:
-    """Close live runs as CANCELLED on these signals, then chain the previous handler."""
-    global _signals_installed
-    if _signals_installed or threading.current_thread() is not threading.main_thread():
-        return
-    _signals_installed = True
+# -- signals -----------------------------------------------------------------------
+
+
+class _ChainedHandler:
+    """Closes live runs as CANCELLED, then hands the signal on to ``previous``."""
+
+    def __init__(self, signum: int, previous: Any) -> None:
+        self.signum = signum
+        self.previous = previous
+
+    def __call__(self, signum: int, frame: FrameType | None) -> None:
+        from .status import RunStatus
+
+        close_all(EXIT_TIMEOUT, RunStatus.CANCELLED, f"received {signal.Signals(signum).name}")
+        previous = self.previous
+        if callable(previous):
+            previous(signum, frame)
+            return
+        # SIG_DFL, or a handler installed outside Python (None): the default action,
+        # so the process still ends the way its supervisor expects.
+        signal.signal(signum, signal.SIG_DFL)
+        os.kill(os.getpid(), signum)
+
+
+def install_signal_handlers(signals: tuple[int, ...] = (signal.SIGTERM,)) -> list[int]:
+    """Close live runs as CANCELLED on these signals, then chain the previous handler.
+
+    Returns the signals now handled. Must run in the main thread (a warning
+    otherwise). A signal the application ignores (``SIG_IGN``) is left alone: the
+    process lives on, so its runs are not over. Installing twice is a no-op.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        logger.warning(
+            "prime-runs: handle_signals=True only works from the main thread; "
+            "signals are not handled"
+        )
+        return []
+    handled = []
     for signum in signals:
         previous = signal.getsignal(signum)
-
-        def handler(num: int, frame: Any, _previous: Any = previous) -> None:
-            from .status import RunStatus
-
-            for run in live_runs():
-                try:
-                    run.finish(
-                        None,
-                        RunStatus.CANCELLED,
-                        f"signal {signal.Signals(num).name}",
-                        timeout=EXIT_TIMEOUT,
-                    )
-                except Exception:
-                    logger.warning("prime-runs: closing run %s failed", run.id, exc_info=True)
-            if callable(_previous):
-                _previous(num, frame)
-            elif _previous == signal.SIG_DFL:
-                signal.signal(num, signal.SIG_DFL)
-                os.kill(os.getpid(), num)
-
+        if isinstance(previous, _ChainedHandler):
+            handled.append(signum)
+            continue
+        if previous == signal.SIG_IGN:
+            continue
+        handler = _ChainedHandler(signum, previous)
         signal.signal(signum, handler)
+        with _lock:
+            _signal_handlers[signum] = handler
+        handled.append(signum)
+    return handled

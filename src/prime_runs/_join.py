@@ -19,10 +19,11 @@ from opentelemetry.baggage.propagation import W3CBaggagePropagator
 from opentelemetry.propagators.composite import CompositePropagator
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
-from . import semconv
+from . import _exit, semconv
 from ._archive import RunArchive
 from ._open import RunOptions, archive_root, wire_sinks
 from ._state import Identity, RunState
+from .errors import ConfigurationError
 from .platform.lifecycle import Registration
 from .settings import OFFLINE, ONLINE, Settings
 
@@ -32,13 +33,24 @@ BAGGAGE_MODE = "prime.run.mode"
 _PROPAGATOR = CompositePropagator([TraceContextTextMapPropagator(), W3CBaggagePropagator()])
 
 
-def carrier(span: trace.Span, run_id: str, mode: str) -> dict[str, str]:
-    """The W3C carrier (``traceparent``, ``baggage``) that lets another process join."""
+def carrier(span: trace.Span, run_id: str, mode: str, *, env: bool = False) -> dict[str, str]:
+    """The W3C carrier that lets another process join the run.
+
+    ``{"traceparent", "baggage"}`` (the baggage carries ``prime.run.id`` and
+    ``prime.run.mode``); with ``env=True`` the same values under the
+    ``TRACEPARENT``/``BAGGAGE`` names a child process reads from its
+    environment. A run without a valid span (a disabled run) yields ``{}``:
+    there is nothing to join.
+    """
+    if not span.get_span_context().is_valid:
+        return {}
     ctx = trace.set_span_in_context(span, otel_context.Context())
     ctx = baggage.set_baggage(semconv.BAGGAGE_RUN_ID, run_id, ctx)
     ctx = baggage.set_baggage(BAGGAGE_MODE, mode, ctx)
     out: dict[str, str] = {}
     _PROPAGATOR.inject(out, context=ctx)
+    if env:
+        return {key.upper(): value for key, value in out.items()}
     return out
 
 
@@ -54,9 +66,22 @@ def extract(values: Mapping[str, str]) -> otel_context.Context | None:
 
 
 def context_to_join(explicit: Mapping[str, str] | None = None) -> otel_context.Context | None:
-    """A run to join: an explicit carrier, the current context's baggage, or the environment."""
+    """A run to join: an explicit carrier, the current context's baggage, or the environment.
+
+    An explicit carrier that names no run raises ``ConfigurationError`` rather
+    than quietly creating a second run; an empty one (``context()`` of a
+    disabled run) means there is nothing to join.
+    """
     if explicit is not None:
-        return extract(explicit)
+        if not explicit:
+            return None
+        ctx = extract(explicit)
+        if ctx is None:
+            raise ConfigurationError(
+                "join= must be a carrier from run.context() (traceparent and baggage with "
+                f"{semconv.BAGGAGE_RUN_ID}); got keys {sorted(explicit)}"
+            )
+        return ctx
     current = otel_context.get_current()
     if baggage.get_baggage(semconv.BAGGAGE_RUN_ID, current):
         span_context = trace.get_current_span(current).get_span_context()
@@ -99,6 +124,7 @@ def join_state(
         on_error=opts.on_error,
         owner=False,
     )
+    _exit.track_state(state)  # drained at exit, reset in forked children
     if mode == ONLINE:
         wire_sinks(
             state,

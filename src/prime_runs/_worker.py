@@ -1,9 +1,15 @@
 """A bounded queue and a background thread in front of one sink.
 
 The producer never waits here: ``put`` either queues or refuses at once (the
-record is already in the journal, so a refusal is counted, not lost).
-Transient failures put the batch back and back off; permanent ones retire
-the sink. ``drain`` honours its deadline itself.
+record is already in the journal, so a refusal is counted, not lost). A
+transient failure puts the batch back and backs off (Retry-After when the
+platform gave one); after ``MAX_TRANSIENT_STREAK`` of them in a row the
+platform is down rather than flaky, and the sink is retired so the run stops
+hammering it. Permanent failures retire the sink at once. ``drain`` and
+``close`` honour their deadlines themselves.
+
+The limits are module constants read when a worker is built, so a test can
+shrink them with ``monkeypatch``.
 """
 
 from __future__ import annotations
@@ -15,7 +21,7 @@ import time
 from collections import deque
 from collections.abc import Callable
 
-from .exporters._base import Item, Outcome, Sink
+from .exporters._base import Deadline, Item, Outcome, Sink
 
 logger = logging.getLogger("prime_runs")
 
@@ -23,32 +29,48 @@ MAX_QUEUE_ITEMS = 100_000
 MAX_QUEUE_BYTES = 64 * 1024 * 1024
 MAX_BATCH_ITEMS = 2_000
 MAX_BATCH_BYTES = 8 * 1024 * 1024
+FIRST_BACKOFF = 0.5
 MAX_BACKOFF = 30.0
+# An export that is not racing a flush or finish still ends some time.
+EXPORT_BUDGET = 600.0
 # After this many transient failures in a row the platform is down, not flaky:
 # stop hammering it; the records stay in the journal for `prime-runs sync`.
 MAX_TRANSIENT_STREAK = 3
 
+OutcomeHandler = Callable[["SinkWorker", Outcome], None]
+
 
 class SinkWorker:
-    """Feeds one sink from its own queue on its own daemon thread."""
+    """Feeds one sink from its own queue on its own daemon thread.
+
+    ``on_outcome`` hears every settled batch while the worker is open. A batch
+    that settles after ``close`` gave up on it (the request was still in flight
+    at the deadline, and ``close`` already reported its items as unsent) goes to
+    ``on_late`` instead, marked ``late``, so it can be journaled as acknowledged
+    without being counted twice; without ``on_late`` it is only logged.
+    """
 
     def __init__(
         self,
         sink: Sink,
         *,
-        on_outcome: Callable[[SinkWorker, Outcome], None],
-        max_items: int = MAX_QUEUE_ITEMS,
-        max_bytes: int = MAX_QUEUE_BYTES,
+        on_outcome: OutcomeHandler,
+        on_late: OutcomeHandler | None = None,
+        max_items: int | None = None,
+        max_bytes: int | None = None,
     ) -> None:
         self.sink = sink
         self._on_outcome = on_outcome
-        self._max_items = max_items
-        self._max_bytes = max_bytes
+        self._on_late = on_late
+        self._max_items = MAX_QUEUE_ITEMS if max_items is None else max_items
+        self._max_bytes = MAX_QUEUE_BYTES if max_bytes is None else max_bytes
         self._cond = threading.Condition()
         self._queue: deque[Item] = deque()
         self._queued_bytes = 0
         self._in_flight = 0
+        self._export_deadline: Deadline | None = None
         self._closing = False
+        self._abandoned = False  # close() returned while a batch was in flight
         self._stop_by: float | None = None
         self._backoff_until = 0.0
         self._transient_streak = 0
@@ -57,11 +79,15 @@ class SinkWorker:
         self._thread: threading.Thread | None = None
         self._pid = os.getpid()
 
+    def __repr__(self) -> str:
+        return f"SinkWorker({self.name!r}, pending={self.pending()}, retired={self.retired!r})"
+
     @property
     def name(self) -> str:
         return self.sink.name
 
     def pending(self) -> int:
+        """Records queued or in flight."""
         with self._cond:
             return len(self._queue) + self._in_flight
 
@@ -79,7 +105,7 @@ class SinkWorker:
             self._queued_bytes += len(item.data)
             if self._thread is None:
                 self._start()
-            self._cond.notify()
+            self._cond.notify_all()
             return True
 
     def _start(self) -> None:
@@ -91,6 +117,7 @@ class SinkWorker:
     # -- worker thread -----------------------------------------------------------
 
     def _take(self) -> list[Item]:
+        """The next batch: one kind, in order, within the batch limits (at least one item)."""
         batch: list[Item] = []
         size = 0
         kind = self._queue[0].kind
@@ -105,76 +132,105 @@ class SinkWorker:
         self._in_flight = len(batch)
         return batch
 
+    def _next_batch(self) -> tuple[list[Item], Deadline] | None:
+        """Wait for work; None when the worker should stop."""
+        with self._cond:
+            while True:
+                now = time.monotonic()
+                if self._stop_by is not None and now >= self._stop_by:
+                    return None
+                if self.retired is not None and not self._closing:
+                    return None
+                if self._queue and now >= self._backoff_until:
+                    break
+                if not self._queue and self._closing:
+                    return None
+                wait = self._backoff_until - now if self._queue else None
+                if self._stop_by is not None:
+                    left = self._stop_by - now
+                    wait = left if wait is None else min(wait, left)
+                self._cond.wait(wait)
+            batch = self._take()
+            stop_by = self._stop_by if self._stop_by is not None else now + EXPORT_BUDGET
+            self._export_deadline = Deadline(stop_by)
+            return batch, self._export_deadline
+
     def _run(self) -> None:
-        while True:
+        try:
+            while True:
+                taken = self._next_batch()
+                if taken is None:
+                    return
+                batch, deadline = taken
+                try:
+                    outcome = self.sink.export(batch, deadline)
+                except Exception as exc:  # a sink bug must never kill the worker
+                    logger.exception("prime-runs: the %s sink failed unexpectedly", self.name)
+                    outcome = Outcome(retry=batch, retry_reason=f"{type(exc).__name__}: {exc}")
+                self._settle(batch, outcome)
+        finally:
             with self._cond:
-                while True:
-                    now = time.monotonic()
-                    if self._stop_by is not None and now >= self._stop_by:
-                        return
-                    if self._queue and now >= self._backoff_until:
-                        break
-                    if not self._queue and self._closing:
-                        return
-                    wait = None
-                    if self._queue:
-                        wait = self._backoff_until - now
-                    if self._stop_by is not None:
-                        left = self._stop_by - now
-                        wait = left if wait is None else min(wait, left)
-                    self._cond.wait(wait)
-                batch = self._take()
-                deadline = self._stop_by if self._stop_by is not None else now + 600.0
-            try:
-                outcome = self.sink.export(batch, deadline)
-            except Exception as exc:  # a sink bug must never kill the worker
-                logger.exception("prime-runs: the %s sink failed unexpectedly", self.sink.name)
-                outcome = Outcome(retry=batch, retry_reason=f"{type(exc).__name__}: {exc}")
-            self._settle(batch, outcome)
+                # close() leaves the sink open while a request is in flight; shut it now.
+                close_sink = self._abandoned
+            if close_sink:
+                self._close_sink()
 
     def _settle(self, batch: list[Item], outcome: Outcome) -> None:
         with self._cond:
-            self._in_flight = 0
-            if outcome.retire is not None:
-                self.retired = outcome.retire
-                self.quiet = outcome.quiet
-                # Everything still queued will not reach this sink during the run.
-                left = [*outcome.retry, *self._queue]
-                if outcome.quiet:
-                    outcome.skipped.extend(left)
-                else:
-                    outcome.rejected.extend((item, outcome.retire) for item in left)
-                outcome.retry = []
-                self._queue.clear()
-                self._queued_bytes = 0
-            elif outcome.retry and self._transient_streak + 1 >= MAX_TRANSIENT_STREAK:
-                self.retired = (
+            self._export_deadline = None
+            if self._abandoned:
+                outcome.late = True
+            else:
+                self._in_flight = 0
+                self._apply(outcome)
+            self._cond.notify_all()
+        handler = self._on_late if outcome.late else self._on_outcome
+        if handler is None:
+            logger.info(
+                "prime-runs: %s settled %d records after the run closed (%d acknowledged)",
+                self.name,
+                len(batch),
+                len(outcome.acked),
+            )
+            return
+        try:
+            handler(self, outcome)
+        except Exception:
+            logger.exception("prime-runs: could not record an outcome of the %s sink", self.name)
+
+    def _apply(self, outcome: Outcome) -> None:
+        """Retire, re-queue or reset after one export (under the lock)."""
+        if outcome.retire is None and outcome.retry:
+            if self._transient_streak + 1 >= MAX_TRANSIENT_STREAK:
+                outcome.retire = (
                     f"{MAX_TRANSIENT_STREAK} failures in a row (last: {outcome.retry_reason}); "
                     "the records are kept in the archive for `prime-runs sync`"
                 )
-                outcome.retire = self.retired
-                outcome.rejected.extend(
-                    (item, self.retired) for item in (*outcome.retry, *self._queue)
-                )
-                outcome.retry = []
-                self._queue.clear()
-                self._queued_bytes = 0
-            elif outcome.retry:
+            else:
                 self._transient_streak += 1
                 delay = outcome.retry_after
                 if delay is None:
-                    delay = min(MAX_BACKOFF, 0.25 * 2 ** min(self._transient_streak, 8))
-                self._backoff_until = time.monotonic() + delay
+                    delay = FIRST_BACKOFF * 2 ** min(self._transient_streak - 1, 16)
+                self._backoff_until = time.monotonic() + min(delay, MAX_BACKOFF)
                 for item in reversed(outcome.retry):
                     self._queue.appendleft(item)
                     self._queued_bytes += len(item.data)
+                outcome.retry = []
+                return
+        if outcome.retire is not None:
+            self.retired = outcome.retire
+            self.quiet = outcome.quiet
+            # Everything still queued will not reach this sink during the run.
+            left = [*outcome.retry, *self._queue]
+            if outcome.quiet:
+                outcome.skipped.extend(left)
             else:
-                self._transient_streak = 0
-            self._cond.notify_all()
-        try:
-            self._on_outcome(self, outcome)
-        except Exception:
-            logger.exception("prime-runs: could not record an outcome of the %s sink", self.name)
+                outcome.rejected.extend((item, outcome.retire) for item in left)
+            outcome.retry = []
+            self._queue.clear()
+            self._queued_bytes = 0
+            return
+        self._transient_streak = 0
 
     # -- producer side -----------------------------------------------------------
 
@@ -182,41 +238,49 @@ class SinkWorker:
         """Wait until everything queued so far is settled, or until ``deadline``."""
         with self._cond:
             while self._queue or self._in_flight:
-                if self.retired is not None and not self._in_flight:
-                    return True
                 left = deadline - time.monotonic()
                 if left <= 0:
                     return False
-                if self._thread is None or not self._thread.is_alive():
-                    if self._queue:
-                        self._start()
-                self._cond.wait(min(left, 0.5))
+                if self._queue and (self._thread is None or not self._thread.is_alive()):
+                    self._start()
+                self._cond.wait(left)
             return True
 
     def close(self, deadline: float) -> int:
-        """Stop accepting, send what is queued until ``deadline``; return how many never went
-        (or were still in flight, unconfirmed)."""
+        """Stop accepting and send what is queued until ``deadline``; return how many
+        records never went (or were still in flight, unconfirmed, at the deadline)."""
         with self._cond:
             self._closing = True
             self._stop_by = deadline
             self._backoff_until = min(self._backoff_until, time.monotonic())
+            if self._export_deadline is not None:
+                self._export_deadline.cut(deadline)
+            if self._queue and (self._thread is None or not self._thread.is_alive()):
+                self._start()
             self._cond.notify_all()
             thread = self._thread
         if thread is not None:
-            thread.join(max(0.0, deadline - time.monotonic()) + 0.05)
+            thread.join(max(0.0, deadline - time.monotonic()))
         with self._cond:
             left = len(self._queue) + self._in_flight
             self._queue.clear()
             self._queued_bytes = 0
+            in_flight = thread is not None and thread.is_alive() and self._in_flight > 0
             self._in_flight = 0
             self.retired = self.retired or "closed"
-            # Leave the sink open if a request is still in flight: closing could break it.
-            if thread is None or not thread.is_alive():
-                try:
-                    self.sink.close()
-                except Exception:
-                    logger.debug("prime-runs: closing the %s sink failed", self.name, exc_info=True)
-            return left
+            # A request still in flight: closing the sink could break it. The thread shuts
+            # the sink when the export returns, and reports it as late.
+            self._abandoned = in_flight
+            self._cond.notify_all()
+        if not in_flight:
+            self._close_sink()
+        return left
+
+    def _close_sink(self) -> None:
+        try:
+            self.sink.close()
+        except Exception:
+            logger.debug("prime-runs: closing the %s sink failed", self.name, exc_info=True)
 
     def after_fork(self) -> None:
         """In a forked child: forget the parent's queue and thread; start afresh on demand."""
@@ -224,6 +288,7 @@ class SinkWorker:
         self._queue = deque()
         self._queued_bytes = 0
         self._in_flight = 0
+        self._export_deadline = None
         self._thread = None
         self._pid = os.getpid()
         self._backoff_until = 0.0

@@ -2,23 +2,47 @@
 
 Rows are projected from the bytes encoded at log time (the episode is spliced
 into ``info.native_wrapper``, not encoded again) and appended through the
-platform's ``SampleWriter``, which never blindly replays an append.
+platform's ``SampleWriter``, which never blindly replays an append (contract §5).
+
+Each request is its own ``SampleWriter.append`` call, so a failure is classified
+per request: a rejected request is halved until the bad row stands alone, a
+transient one is retried later (after reading back whatever may have landed),
+a sink-wide one retires the sink.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+from collections import deque
 from typing import Any
 
-from ..platform._http import PlatformClient
-from ..platform.samples import SampleWriter
+from ..errors import APIError, ValidationRejectedError
+from ..platform._http import PlatformClient, is_ambiguous
+from ..platform.samples import BODY_LIMIT, ENVELOPE_BYTES, SampleWriter
 from ..projection import project_episode_bytes
-from ._base import Item, Outcome
+from ._base import Deadline, Item, Outcome, as_deadline
 
 logger = logging.getLogger("prime_runs")
 
 SINK_NAME = "eval_samples"
+# Extra requests one export may spend halving rejected requests. One bad row in 2,000
+# costs about 22; a platform that refuses every row must not cost thousands.
+SPLIT_BUDGET = 64
+
+Row = tuple[str, bytes]
+
+
+class _Rows:
+    """The rows of one record that have not landed yet."""
+
+    __slots__ = ("check", "item", "rows")
+
+    def __init__(self, item: Item, rows: list[Row], check: bool = False) -> None:
+        self.item = item
+        self.rows = rows
+        # An earlier append of these rows may have landed unseen: read back before resending.
+        self.check = check
 
 
 class SamplesSink:
@@ -26,74 +50,177 @@ class SamplesSink:
 
     name = SINK_NAME
 
-    def __init__(self, client: PlatformClient, eval_id: str) -> None:
+    def __init__(self, client: PlatformClient, eval_id: str, *, limit: int = BODY_LIMIT) -> None:
         self._client = client
-        self._writer = SampleWriter(client, eval_id)
+        self._limit = limit
+        self._writer = SampleWriter(client, eval_id, limit=limit)
         self._counters: dict[Any, int] = {}
-        # Rows of records waiting for a retry: projecting again would renumber them.
-        self._projected: dict[int, list[tuple[str, bytes]]] = {}
-        self._warned_skip = False
+        # Records waiting for a retry, by id(); the entry holds the item itself, so the id
+        # cannot be reused meanwhile. Projecting again would renumber the rollout.
+        self._waiting: dict[int, _Rows] = {}
 
     def __repr__(self) -> str:
         return "SamplesSink()"
 
-    def _rows(self, item: Item) -> list[tuple[str, bytes]]:
-        cached = self._projected.pop(id(item), None)
-        if cached is not None:
-            return cached
+    # -- projection ----------------------------------------------------------------
+
+    def _project(self, item: Item) -> list[Row]:
         rows = project_episode_bytes(item.data, self._counters)
-        if len(rows) == 1 and item.record_id is not None and item.kind == "episode":
-            return [(item.record_id, rows[0])]
+        if len(rows) == 1 and item.kind == "episode" and item.record_id is not None:
+            return [(item.record_id, rows[0])]  # the summary row is keyed by the episode id
         return [(str(json.loads(row).get("sample_id")), row) for row in rows]
 
-    def export(self, items: list[Item], deadline: float) -> Outcome:
+    def _pending(self, item: Item) -> _Rows | None:
+        """The item's rows still to send (projected now, or kept from an earlier try)."""
+        waiting = self._waiting.pop(id(item), None)
+        if waiting is not None and waiting.item is item:
+            return waiting
+        rows = self._project(item)
+        return _Rows(item, rows) if rows else None
+
+    # -- export --------------------------------------------------------------------
+
+    def export(self, items: list[Item], deadline: float | Deadline) -> Outcome:
+        """Append the rows of ``items``; each item ends up acked, rejected, to retry or
+        skipped (no v0 row)."""
+        deadline = as_deadline(deadline)
         outcome = Outcome()
-        rows: list[tuple[str, bytes]] = []
-        owner: dict[str, list[Item]] = {}
-        item_rows: dict[int, list[tuple[str, bytes]]] = {}
+        todo: list[_Rows] = []
         for item in items:
             try:
-                projected = self._rows(item)
+                pending = self._pending(item)
             except Exception as exc:  # a record the projection cannot read
                 outcome.rejected.append((item, f"no v0 row: {type(exc).__name__}: {exc}"))
                 continue
-            if not projected:
+            if pending is None:
                 outcome.skipped.append(item)
-                continue
-            item_rows[id(item)] = projected
-            for sample_id, data in projected:
-                rows.append((sample_id, data))
-                owner.setdefault(sample_id, []).append(item)
-        if not rows:
-            return outcome
-        result = self._writer.append(rows, deadline=deadline)
-        failed_items: dict[int, str] = {}
-        for sample_id, reason in result.failed.items():
-            for item in owner.get(sample_id, ()):
-                failed_items.setdefault(id(item), reason)
-        for item in items:
-            if id(item) not in item_rows:
-                continue
-            reason = failed_items.get(id(item))
-            if reason is None:
-                outcome.acked.append(item)
-            elif result.permanent:
-                outcome.retry.append(item)
-                self._projected[id(item)] = item_rows[id(item)]
-            elif result.transient and not result.rejected:
-                outcome.retry.append(item)
-                self._projected[id(item)] = item_rows[id(item)]
             else:
-                outcome.rejected.append((item, reason))
-        if result.permanent:
-            outcome.retire = f"{type(result.error).__name__}: {result.error}"
-        elif outcome.retry:
-            outcome.retry_reason = str(result.error)
+                todo.append(pending)
+        if any(p.check for p in todo) and not self._reconcile(todo, deadline, outcome):
+            return outcome
+        self._send(todo, deadline, outcome)
         return outcome
 
+    def _reconcile(self, todo: list[_Rows], deadline: Deadline, outcome: Outcome) -> bool:
+        """Drop rows an unconfirmed earlier append did store. False (all to retry) when the
+        platform cannot tell us."""
+        ids = [sid for p in todo if p.check for sid, _ in p.rows]
+        try:
+            missing = self._writer._missing(ids, deadline.at)
+        except APIError as exc:
+            self._hold(todo, outcome, exc)
+            return False
+        for p in todo:
+            if p.check:
+                p.rows = [row for row in p.rows if row[0] in missing]
+                p.check = False
+        return True
+
+    def _send(self, todo: list[_Rows], deadline: Deadline, outcome: Outcome) -> None:
+        lost: dict[int, str] = {}  # id(item) -> why it is rejected
+        work: deque[list[tuple[_Rows, Row]]] = deque()
+        for p in todo:
+            too_big = [r for r in p.rows if ENVELOPE_BYTES + len(r[1]) > self._limit]
+            if too_big:
+                lost[id(p.item)] = (
+                    f"a v0 row of {len(too_big[0][1]):,} bytes exceeds the "
+                    f"{self._limit:,}-byte request limit"
+                )
+        work.extend(
+            self._pack([(p, row) for p in todo if id(p.item) not in lost for row in p.rows])
+        )
+        budget = SPLIT_BUDGET
+        while work:
+            batch = [(p, row) for p, row in work.popleft() if id(p.item) not in lost]
+            if not batch:
+                continue
+            result = self._writer.append([row for _, row in batch], deadline=deadline.at)
+            landed = set(result.acked)
+            for p, row in batch:
+                if row[0] in landed or row[0] not in result.failed:
+                    p.rows.remove(row)
+            if result.ok:
+                continue
+            if result.rejected and not result.permanent:
+                splittable = isinstance(result.error, ValidationRejectedError)
+                if len(batch) > 1 and splittable and budget >= 2:
+                    budget -= 2
+                    half = len(batch) // 2
+                    work.appendleft(batch[half:])
+                    work.appendleft(batch[:half])
+                    continue
+                for p, row in batch:
+                    lost.setdefault(id(p.item), result.failed.get(row[0], str(result.error)))
+                continue
+            # Transient or sink-wide: stop here; nothing later is attempted this round.
+            rest = [p for b in work for p, _ in b]
+            if result.permanent:
+                outcome.retire = f"{type(result.error).__name__}: {result.error}"
+            self._hold(
+                [p for p in _unique([*(p for p, _ in batch), *rest]) if id(p.item) not in lost],
+                outcome,
+                result.error,
+                check={id(p.item) for p, _ in batch} if is_ambiguous(result.error) else set(),
+                keep=not result.permanent,
+            )
+            break
+        held = {id(i) for i in outcome.retry}
+        for p in todo:
+            if id(p.item) in lost:
+                outcome.rejected.append((p.item, lost[id(p.item)]))
+            elif id(p.item) not in held:
+                outcome.acked.append(p.item)
+
+    def _hold(
+        self,
+        todo: list[_Rows],
+        outcome: Outcome,
+        error: BaseException | None,
+        check: set[int] | None = None,
+        keep: bool = True,
+    ) -> None:
+        """Hand ``todo``'s items back to the worker, keeping their unsent rows for the next
+        try (``keep``: not when the sink is retiring)."""
+        for p in todo:
+            if not p.rows:
+                continue
+            p.check = p.check or (check is not None and id(p.item) in check)
+            if keep:
+                self._waiting[id(p.item)] = p
+            outcome.retry.append(p.item)
+        outcome.retry_reason = f"{type(error).__name__}: {error}" if error else None
+        outcome.retry_after = getattr(error, "retry_after", None)
+
+    def _pack(self, rows: list[tuple[_Rows, Row]]) -> list[list[tuple[_Rows, Row]]]:
+        """Greedy, in-order requests under the body limit (envelope and commas counted)."""
+        batches: list[list[tuple[_Rows, Row]]] = []
+        current: list[tuple[_Rows, Row]] = []
+        size = ENVELOPE_BYTES
+        for entry in rows:
+            extra = len(entry[1][1]) + (1 if current else 0)
+            if current and size + extra > self._limit:
+                batches.append(current)
+                current, size, extra = [], ENVELOPE_BYTES, len(entry[1][1])
+            current.append(entry)
+            size += extra
+        if current:
+            batches.append(current)
+        return batches
+
     def close(self) -> None:
+        self._waiting.clear()
         self._client.close()
 
     def after_fork(self) -> None:
         # PlatformClient opens a fresh pool in a new process by itself.
-        self._projected = {}
+        self._waiting = {}
+
+
+def _unique(rows: list[_Rows]) -> list[_Rows]:
+    seen: set[int] = set()
+    out = []
+    for p in rows:
+        if id(p) not in seen:
+            seen.add(id(p))
+            out.append(p)
+    return out

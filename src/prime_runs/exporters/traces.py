@@ -2,8 +2,9 @@
 
 Uploads go through prime-traces' client (multipart, Idempotency-Key, line
 format header, error mapping). We build the batches ourselves from the bytes
-encoded at log time, retry within the caller's deadline, and split a batch
-rejected for one line's sake until only the bad record is left out.
+encoded at log time, retry the same bytes within the caller's deadline, and
+split a batch rejected for one line's sake until only the bad record is left
+out (contract §8).
 """
 
 from __future__ import annotations
@@ -11,29 +12,55 @@ from __future__ import annotations
 import gzip
 import hashlib
 import logging
-import time
+import random
+from collections import deque
+from collections.abc import Callable
 from typing import Any
 
-import prime_traces
+import httpx
 from prime_traces import LineFormat, TracesAPIClient
 from prime_traces import exceptions as pt_errors
-from prime_traces.core.client import retry_delay
 
-from ..platform._http import suppress_instrumentation
-from ._base import Item, Outcome
+from ..platform._http import suppress_instrumentation, user_agent
+from ._base import Deadline, Item, Outcome, as_deadline
 
 logger = logging.getLogger("prime_runs")
 
+SINK_NAME = "traces"
 TARGET_BATCH_BYTES = 30 * 1024 * 1024  # keeps a request under the transport's 32 MiB cap
+MAX_BATCH_LINES = 1_000_000
 MAX_LINE_BYTES = 64 * 1024 * 1024
+# Retry budget per request (contract §8.8). Module-level so a test can shrink it.
 MAX_ATTEMPTS = 5
+BACKOFF_BASE = 1.0
+BACKOFF_CAP = 30.0
+RETRY_AFTER_CAP = 60.0
+REQUEST_TIMEOUT = 120.0
+CONNECT_TIMEOUT = 10.0
+MIN_ATTEMPT_TIMEOUT = 1.0
 # Gzip is transport-only (the digest covers the uncompressed bytes). Level 1 costs
 # a fraction of the default level's CPU for JSON and still shrinks it several-fold.
 GZIP_LEVEL = 1
 
+# 400 codes about the request as a whole (our framing, not a record): halving the
+# batch cannot fix them, so the batch is rejected without splitting.
+_REQUEST_LEVEL_CODES = frozenset(
+    {"invalid_metadata", "unsupported_schema_version", "digest_mismatch", "invalid_idempotency_key"}
+)
+_TRANSIENT = (pt_errors.RetryableAPIError, pt_errors.TransportError)
+
+
+def retry_wait(error: BaseException, attempt: int) -> float:
+    """Seconds before retry ``attempt`` (from 0): Retry-After when given (capped), else a
+    jittered exponential back-off."""
+    retry_after = getattr(error, "retry_after", None)
+    if retry_after is not None:
+        return min(max(0.0, float(retry_after)), RETRY_AFTER_CAP)
+    return min(BACKOFF_CAP, BACKOFF_BASE * 2.0**attempt) * random.uniform(0.5, 1.5)
+
 
 class _Client(TracesAPIClient):
-    """prime-traces' client with a cheaper gzip level."""
+    """prime-traces' client with a cheaper gzip level and a per-call timeout."""
 
     def upload_batch(  # type: ignore[override]
         self,
@@ -44,6 +71,7 @@ class _Client(TracesAPIClient):
         schema_version: int = 1,
         context: dict[str, str] | None = None,
         compress: bool = True,
+        timeout: float = REQUEST_TIMEOUT,
     ) -> dict[str, Any]:
         self._check_auth()
         compressed = gzip.compress(body, compresslevel=GZIP_LEVEL, mtime=0) if compress else None
@@ -55,19 +83,11 @@ class _Client(TracesAPIClient):
                 self._url("/traces"),
                 headers=self._upload_headers(idempotency_key, line_format),
                 files=files,
+                timeout=httpx.Timeout(timeout, connect=min(CONNECT_TIMEOUT, timeout)),
             )
         except Exception as exc:
             raise self._wrap_transport_errors(exc) from exc
         return self._upload_result(response)
-
-
-_REJECTIONS = (pt_errors.ValidationRejectedError, pt_errors.LineFormatConflictError)
-_PERMANENT = (
-    pt_errors.UnauthorizedError,
-    pt_errors.PaymentRequiredError,
-    pt_errors.ForbiddenError,
-    pt_errors.NotFoundError,
-)
 
 
 def _reason(exc: BaseException) -> str:
@@ -77,10 +97,23 @@ def _reason(exc: BaseException) -> str:
     return f"{head}{f' {code}' if code else ''}: {exc}"
 
 
-class TracesSink:
-    """Uploads episode and trace lines to Prime Traces for one run."""
+def _is_rejection(exc: BaseException) -> bool:
+    """Refused for what the request carried: the same bytes can never succeed."""
+    if isinstance(exc, (pt_errors.ValidationRejectedError, pt_errors.LineFormatConflictError)):
+        return True
+    # A gateway's 413/422 says the same about the body, without a service code.
+    return isinstance(exc, pt_errors.APIError) and getattr(exc, "status_code", None) in (413, 422)
 
-    name = "traces"
+
+class TracesSink:
+    """Uploads episode and trace lines to Prime Traces for one run.
+
+    ``backoff(error, attempt)`` gives the wait before a retry (default
+    :func:`retry_wait`, which honours Retry-After); waits never run past the
+    export's deadline, and cutting the deadline wakes them.
+    """
+
+    name = SINK_NAME
 
     def __init__(
         self,
@@ -89,13 +122,17 @@ class TracesSink:
         traces_url: str,
         team_id: str | None,
         context: dict[str, str],
-        sleep: Any = time.sleep,
+        backoff: Callable[[BaseException, int], float] = retry_wait,
+        max_attempts: int | None = None,
+        transport: httpx.BaseTransport | None = None,
     ) -> None:
         self._api_key = api_key
         self._url = traces_url
         self._team_id = team_id
         self._context = context
-        self._sleep = sleep
+        self._backoff = backoff
+        self._max_attempts = max_attempts
+        self._transport = transport
         self._client: _Client | None = None
         self.receipts = 0
 
@@ -108,75 +145,94 @@ class TracesSink:
                 api_key=self._api_key,
                 base_url=self._url,
                 team_id=self._team_id,
-                user_agent=f"prime-runs/{prime_traces.__version__} via prime-traces",
+                user_agent=f"{user_agent()} prime-traces",
+                transport=self._transport,
             )
         return self._client
 
     # -- export --------------------------------------------------------------------
 
-    def export(self, items: list[Item], deadline: float) -> Outcome:
+    def export(self, items: list[Item], deadline: float | Deadline) -> Outcome:
+        """Upload ``items``; each ends up acked, rejected (its own fault) or to retry."""
+        deadline = as_deadline(deadline)
         outcome = Outcome()
         sendable: list[Item] = []
         for item in items:
+            # What the service would refuse anyway is refused here, costing no request.
             if item.problem is not None:
                 outcome.rejected.append((item, item.problem))
             elif len(item.data) > MAX_LINE_BYTES:
-                outcome.rejected.append((item, "trace_too_large: the line exceeds 64 MiB"))
+                outcome.rejected.append(
+                    (item, f"trace_too_large: the line is {len(item.data):,} bytes (64 MiB max)")
+                )
             else:
                 sendable.append(item)
-        batches = _batches(sendable)
-        for n, batch in enumerate(batches):
-            if self._send(batch, deadline, outcome):
-                for later in batches[n + 1 :]:
-                    outcome.retry.extend(later)
-                break
+        work = deque(_batches(sendable))
+        while work:
+            batch = work.popleft()
+            error = self._upload(batch, deadline)
+            if error is None:
+                self.receipts += 1
+                outcome.acked.extend(batch)
+                continue
+            if _is_rejection(error):
+                code = getattr(error, "code", None)
+                if len(batch) == 1 or code in _REQUEST_LEVEL_CODES:
+                    outcome.rejected.extend((item, _reason(error)) for item in batch)
+                else:
+                    # One bad line must not cost its neighbours: halve until it stands alone.
+                    half = len(batch) // 2
+                    work.appendleft(batch[half:])
+                    work.appendleft(batch[:half])
+                continue
+            # The sink stops for this round; nothing after this batch is attempted now.
+            outcome.retry.extend(batch)
+            for rest in work:
+                outcome.retry.extend(rest)
+            if isinstance(error, _TRANSIENT):
+                outcome.retry_reason = _reason(error)
+                outcome.retry_after = getattr(error, "retry_after", None)
+            else:
+                outcome.retire = _reason(error)
+                outcome.quiet = (
+                    isinstance(error, pt_errors.ForbiddenError)
+                    and error.code == "service_not_enabled"
+                    and self.receipts == 0
+                )
+            break
         return outcome
 
-    def _send(self, batch: list[Item], deadline: float, outcome: Outcome) -> bool:
-        """Send one batch (splitting on rejection). True when the sink must stop this round."""
+    def _upload(self, batch: list[Item], deadline: Deadline) -> BaseException | None:
+        """Send one batch, replaying the same bytes on transient failures; the last error
+        (None on a receipt)."""
         body = b"".join(i.data + b"\n" for i in batch)
         key = "sha256:" + hashlib.sha256(body).hexdigest()
         fmt = LineFormat.EPISODE if batch[0].kind == "episode" else LineFormat.TRACE
+        attempts = self._max_attempts or MAX_ATTEMPTS
         attempt = 0
         while True:
+            timeout = max(MIN_ATTEMPT_TIMEOUT, min(REQUEST_TIMEOUT, deadline.left()))
             try:
                 with suppress_instrumentation():
-                    self._api().upload_batch(body, key, line_format=fmt, context=self._context)
-            except _REJECTIONS as exc:
-                if len(batch) == 1:
-                    outcome.rejected.append((batch[0], _reason(exc)))
-                    return False
-                half = len(batch) // 2
-                return self._send(batch[:half], deadline, outcome) or self._send(
-                    batch[half:], deadline, outcome
-                )
-            except pt_errors.ForbiddenError as exc:
-                outcome.retire = _reason(exc)
-                outcome.quiet = exc.code == "service_not_enabled" and self.receipts == 0
-                outcome.retry.extend(batch)
-                return True
-            except _PERMANENT as exc:
-                outcome.retire = _reason(exc)
-                outcome.retry.extend(batch)
-                return True
-            except (pt_errors.RetryableAPIError, pt_errors.TransportError) as exc:
+                    self._api().upload_batch(
+                        body, key, line_format=fmt, context=self._context, timeout=timeout
+                    )
+                return None
+            except _TRANSIENT as exc:
                 # Content-addressed: replaying the same bytes is always safe.
                 attempt += 1
-                wait = retry_delay(exc, attempt - 1)
-                if attempt >= MAX_ATTEMPTS or time.monotonic() + wait >= deadline:
-                    outcome.retry.extend(batch)
-                    outcome.retry_reason = _reason(exc)
-                    outcome.retry_after = getattr(exc, "retry_after", None)
-                    return True
-                self._sleep(wait)
-                continue
+                if attempt >= attempts:
+                    return exc
+                wait = self._backoff(exc, attempt - 1)
+                if wait >= deadline.left() or not deadline.sleep(wait):
+                    return exc
+                logger.debug("prime-runs: traces upload failed (%s); retrying", _reason(exc))
             except pt_errors.APIError as exc:
-                outcome.retire = _reason(exc)
-                outcome.retry.extend(batch)
-                return True
-            self.receipts += 1
-            outcome.acked.extend(batch)
-            return False
+                return exc
+            except Exception as exc:
+                # Unexpected and local: count it as transient, so the worker's failure
+                # streak bounds how often it can recur.
+                return pt_errors.TransportError(f"{type(exc).__name__}: {exc}")
 
     def close(self) -> None:
         if self._client is not None:
@@ -188,15 +244,26 @@ class TracesSink:
 
 
 def _batches(items: list[Item]) -> list[list[Item]]:
+    """Deterministic, homogeneous batches under the target size (§8.6). A batch also closes
+    before a record id it already holds, which the service would refuse as a duplicate."""
     batches: list[list[Item]] = []
     current: list[Item] = []
+    ids: set[str] = set()
     size = 0
     for item in items:
         line = len(item.data) + 1
-        if current and (size + line > TARGET_BATCH_BYTES or current[0].kind != item.kind):
+        if current and (
+            size + line > TARGET_BATCH_BYTES
+            or len(current) >= MAX_BATCH_LINES
+            or current[0].kind != item.kind
+            or (item.record_id is not None and item.record_id in ids)
+        ):
             batches.append(current)
             current, size = [], 0
+            ids = set()
         current.append(item)
+        if item.record_id is not None:
+            ids.add(item.record_id)
         size += line
     if current:
         batches.append(current)

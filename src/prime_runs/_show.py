@@ -1,0 +1,193 @@
+"""Text for ``prime-runs ls`` and ``prime-runs show``."""
+
+from __future__ import annotations
+
+import json
+import statistics
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from ._records import reward, summary_trace_index
+from ._runconfig import CONFIG_SOURCE_KEY
+from ._runinfo import SINK_LABELS, RunInfo, format_time
+
+HISTOGRAM_WIDTH = 30
+HISTOGRAM_BINS = 5
+CONFIG_KEYS_SHOWN = 8
+
+
+def render_ls(infos: Sequence[RunInfo]) -> str:
+    """A table: id, name, mode, status, records, mean reward, what is pending upload."""
+    header = ("ID", "NAME", "MODE", "STATUS", "EPISODES", "REWARD", "PENDING")
+    rows = [header]
+    for info in infos:
+        rows.append(
+            (
+                info.run_id,
+                _cut(info.name, 32),
+                info.mode,
+                info.status_label,
+                str(info.total_records),
+                _number(info.mean_reward),
+                info.pending_text(),
+            )
+        )
+    widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
+    lines = [
+        "  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip()
+        for row in rows
+    ]
+    return "\n".join(lines)
+
+
+def episode_rewards(info: RunInfo) -> list[float]:
+    """Per record: the summary trace's reward for an episode (first trainable trace, else the
+    first), the trace's own for a bare trace. Unreadable records are left out."""
+    values: list[float] = []
+    for _key, _kind, data in info.archive.iter_records():
+        try:
+            record = json.loads(data)
+            traces = record.get("traces")
+            trace = traces[summary_trace_index(traces)] if traces else record
+            value = reward(trace)
+        except (ValueError, AttributeError, TypeError, KeyError, IndexError):
+            continue
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            values.append(float(value))
+    return values
+
+
+def render_show(info: RunInfo, rewards: Sequence[float]) -> str:
+    d = info.description
+    status = info.status_doc
+    platform = info.platform
+    lines = [f"run {info.run_id}"]
+
+    def add(label: str, value: object) -> None:
+        lines.append(f"  {label + ':':<14}{value}")
+
+    add("name", info.name)
+    add("mode", info.mode + (" (joined from another process)" if d.get("joined") else ""))
+    if platform:
+        add("platform id", platform.get("id"))
+        if platform.get("url"):
+            add("url", platform["url"])
+    elif info.mode == "offline":
+        add("platform id", "- (not synced yet)")
+    add("environments", ", ".join(str(e) for e in d.get("environments") or []) or "-")
+    add("model", d.get("model") or "-")
+    add("framework", d.get("framework") or "-")
+    if d.get("description"):
+        add("description", d["description"])
+    if d.get("tags"):
+        add("tags", ", ".join(str(t) for t in d["tags"]))
+    add("config", config_summary(d.get("config")))
+    add("created", format_time(d.get("created_at")))
+    add("status", _status_line(info))
+    if status.get("error"):
+        add("error", status["error"])
+    if status.get("finished_at"):
+        add("finished", format_time(status["finished_at"]))
+    add("records", _records_line(info))
+    for sink in info.sinks:
+        settled = info.settled.get(sink, {})
+        extra = "".join(f", {n} {how}" for how, n in settled.items() if n)
+        add(
+            SINK_LABELS[sink],
+            f"{info.acked.get(sink, 0)}/{info.total_records} acknowledged{extra}, "
+            f"{info.pending.get(sink, 0)} pending",
+        )
+    add("pending", info.pending_text())
+    summary = status.get("summary")
+    if isinstance(summary, dict) and summary:
+        add("summary", _summary_line(summary))
+    lines.extend(reward_lines(rewards))
+    return "\n".join(lines)
+
+
+def _status_line(info: RunInfo) -> str:
+    label = info.status_label
+    if label == "running":
+        return f"running (pid {info.status_doc.get('pid')})"
+    if label == "crashed?":
+        return (
+            f"crashed? (recorded as running, but process {info.status_doc.get('pid')} is gone; "
+            "`prime-runs sync` closes it as crashed)"
+        )
+    if not info.status_doc:
+        return label
+    closed = "closed on the platform" if info.closed else "not closed on the platform yet"
+    return f"{label} ({closed})"
+
+
+def _records_line(info: RunInfo) -> str:
+    kinds = ", ".join(f"{n} {kind}s" for kind, n in sorted(info.records.items()) if n)
+    return f"{info.total_records}" + (f" ({kinds})" if kinds else "")
+
+
+def config_summary(config: object) -> str:
+    if not isinstance(config, dict) or not config:
+        return "-"
+    source = config.get(CONFIG_SOURCE_KEY)
+    if isinstance(source, dict):
+        text = source.get("text")
+        size = f", {len(text.encode('utf-8')):,} bytes" if isinstance(text, str) else ""
+        name = source.get("filename") or "(in memory)"
+        return f"{name} ({source.get('format') or '?'}{size})"
+    keys = list(config)
+    shown = ", ".join(str(k) for k in keys[:CONFIG_KEYS_SHOWN])
+    more = f", ... ({len(keys)} keys)" if len(keys) > CONFIG_KEYS_SHOWN else ""
+    return f"{{{shown}{more}}}"
+
+
+def _summary_line(summary: dict[str, Any]) -> str:
+    parts = []
+    for key, value in summary.items():
+        if isinstance(value, dict):
+            inner = ", ".join(f"{k}={_number(v)}" for k, v in value.items())
+            parts.append(f"{key}={{{inner}}}")
+        else:
+            parts.append(f"{key}={_number(value)}")
+    return " ".join(parts)
+
+
+def reward_lines(rewards: Sequence[float]) -> list[str]:
+    if not rewards:
+        return ["  rewards:      - (no scored records)"]
+    lines = [
+        f"  rewards:      n={len(rewards)} mean={_number(statistics.fmean(rewards))} "
+        f"min={_number(min(rewards))} median={_number(statistics.median(rewards))} "
+        f"max={_number(max(rewards))}"
+    ]
+    for label, count in _histogram(rewards):
+        bar = "#" * max(1, round(HISTOGRAM_WIDTH * count / len(rewards)))
+        lines.append(f"    {label:>15}  {bar} {count}")
+    return lines
+
+
+def _histogram(values: Sequence[float]) -> Iterable[tuple[str, int]]:
+    distinct = sorted(set(values))
+    if len(distinct) <= HISTOGRAM_BINS:
+        return [(_number(v), values.count(v)) for v in distinct]
+    low, high = distinct[0], distinct[-1]
+    step = (high - low) / HISTOGRAM_BINS
+    counts = [0] * HISTOGRAM_BINS
+    for value in values:
+        counts[min(HISTOGRAM_BINS - 1, int((value - low) / step))] += 1
+    labels = []
+    for i in range(HISTOGRAM_BINS):
+        close = "]" if i == HISTOGRAM_BINS - 1 else ")"
+        labels.append(f"[{_number(low + i * step)}, {_number(low + (i + 1) * step)}{close}")
+    return list(zip(labels, counts, strict=True))
+
+
+def _number(value: object) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    return str(value)
+
+
+def _cut(text: str, width: int) -> str:
+    return text if len(text) <= width else text[: width - 1] + "…"

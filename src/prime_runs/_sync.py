@@ -1,0 +1,530 @@
+"""``prime-runs sync``: upload what an archived run still owes the platform, then close it.
+
+Per run, under an exclusive lock on the run folder:
+
+1. An offline run is registered once. An intent (with its time) goes to sync.json before
+   the create; a rerun that finds an intent but no id first looks for an evaluation created
+   since then with the same name, model, framework and config, and adopts it. The id is
+   stored in sync.json and run.json.
+2. Every record a sink has not acknowledged is uploaded, re-stamped with the platform id
+   (offline runs), in fixed chunks so a rerun after a kill resends byte-identical traces
+   batches (Prime Traces replays the receipt). Each chunk is acknowledged in the archive as
+   it lands. Sample appends are not idempotent, so when rows may have landed without an
+   ack (an online run, or an earlier interrupted sync) the evaluation's sample ids are read
+   back first and those records are acknowledged instead of resent.
+3. A run nobody closed is closed with its recorded status and summary (completed ->
+   finalize, otherwise close-out; a dead owner that never finished -> crashed), unless an
+   upload failed: the platform computes statistics at close, so it waits for the rest.
+
+A run whose owner process is alive and still running is never touched.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any
+
+from ._archive import REJECTED, SKIPPED, RecordKey, RunArchive, settled_name
+from ._encode import encode, kind_of, traces_problem
+from ._json import sanitize_nonfinite
+from ._progress import Progress
+from ._records import example_idx, summary_trace_index
+from ._runinfo import EPISODE_KIND, SAMPLES, SINK_LABELS, TRACES, RunInfo, inspect
+from .errors import PrimeRunsError
+from .exporters._base import Item, Outcome
+from .exporters.samples import SamplesSink
+from .exporters.traces import TracesSink
+from .metrics import SummaryAccumulator
+from .platform import evaluations
+from .platform._http import PlatformClient
+from .platform.lifecycle import OnlineLifecycle, Registration, RunDescription
+from .settings import Settings
+from .status import RunStatus
+
+CHUNK_RECORDS = 256
+CHUNK_BYTES = 16 * 1024 * 1024  # under the traces sink's 30 MiB target: one request a chunk
+CHUNK_TIMEOUT = 300.0
+CLOSE_TIMEOUT = 120.0
+SAMPLES_PAGE = 100
+LOCK_FILE = ".sync.lock"
+
+
+@dataclass
+class SyncReport:
+    """What syncing one run did. ``ok``: everything landed and the run is closed."""
+
+    run_id: str
+    ok: bool
+    message: str
+    skipped: bool = False
+    platform_id: str | None = None
+    uploaded: dict[str, int] = field(default_factory=dict)
+
+
+class _Failed(Exception):
+    """A step that stops this run's sync; the message is the report's reason."""
+
+
+def sync_run(
+    info: RunInfo, settings: Settings, progress: Progress, *, claimed: set[str]
+) -> SyncReport:
+    """Sync one run. ``claimed``: platform ids other local runs hold (never adopted)."""
+    run_id = info.run_id
+    if info.running:
+        pid = info.status_doc.get("pid")
+        return SyncReport(run_id, False, f"still running (pid {pid}); not touched", skipped=True)
+    with _locked(info.archive) as got:
+        if not got:
+            return SyncReport(
+                run_id, False, "another prime-runs sync is working on it", skipped=True
+            )
+        info = inspect(info.archive)  # fresh, under the lock
+        if info.running:
+            return SyncReport(run_id, False, "still running; not touched", skipped=True)
+        client = PlatformClient(settings)
+        try:
+            return _Syncer(info, settings, client, progress, claimed).run()
+        except _Failed as exc:
+            return SyncReport(run_id, False, str(exc), platform_id=info.platform.get("id"))
+        finally:
+            client.close()
+            info.archive.close()
+            progress.finish()
+
+
+@contextmanager
+def _locked(archive: RunArchive) -> Iterator[bool]:
+    try:
+        import fcntl
+    except ImportError:  # no advisory locks here: rely on the user not racing two syncs
+        yield True
+        return
+    fd = os.open(archive.path / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            yield False
+            return
+        yield True
+    finally:
+        os.close(fd)  # releases the lock
+
+
+class _Syncer:
+    def __init__(
+        self,
+        info: RunInfo,
+        settings: Settings,
+        client: PlatformClient,
+        progress: Progress,
+        claimed: set[str],
+    ) -> None:
+        self.info = info
+        self.archive = info.archive
+        self.desc = info.description
+        self.settings = settings
+        self.client = client
+        self.progress = progress
+        self.claimed = claimed
+        self.uploaded: dict[str, int] = {sink: 0 for sink in info.sinks}
+        self.rejected: dict[str, list[str]] = {}
+        self.notes: list[str] = []
+        self.eval_id = ""
+        self._samples_marked = False
+
+    # -- the whole run ------------------------------------------------------------------
+
+    def run(self) -> SyncReport:
+        info = self.info
+        if info.joined and info.mode != "online":
+            raise _Failed(
+                "joined part of an offline run owned by another process; sync the owner's "
+                "archive (this folder has no registration of its own)"
+            )
+        platform = info.platform
+        if not platform:
+            if not (any(info.pending.values()) or info.needs_close):
+                return SyncReport(info.run_id, True, "nothing to sync")
+            platform = self._register()
+        eval_id = self.eval_id = platform["id"]
+        failures = self._upload(eval_id, restamp=eval_id != info.run_id)
+        closed_how = None
+        if info.needs_close and not failures:
+            closed_how = self._close(eval_id, platform)
+        for sink, reasons in self.rejected.items():
+            failures.append(f"{len(reasons)} {SINK_LABELS[sink]} rejected ({reasons[0]})")
+        report = SyncReport(
+            info.run_id, not failures, "", platform_id=eval_id, uploaded=dict(self.uploaded)
+        )
+        report.message = self._message(eval_id, platform.get("url"), failures, closed_how)
+        return report
+
+    def _message(
+        self, eval_id: str, url: object, failures: list[str], closed_how: str | None
+    ) -> str:
+        sent = ", ".join(f"{n} {SINK_LABELS[s]}" for s, n in self.uploaded.items() if n)
+        parts = [f"uploaded {sent}" if sent else "nothing to upload"]
+        if closed_how:
+            parts.append(closed_how)
+        parts.extend(self.notes)
+        if failures:
+            left = inspect(self.archive)
+            still = left.pending_text()
+            tail = f"; still pending: {still}" if still != "-" else ""
+            return f"{eval_id}: " + "; ".join(failures) + tail + " (" + "; ".join(parts) + ")"
+        where = f" {url}" if isinstance(url, str) and url else ""
+        return f"{eval_id}: " + "; ".join(parts) + where
+
+    # -- registration (offline runs) ----------------------------------------------------
+
+    def _create_body(self) -> dict[str, Any]:
+        body: dict[str, Any] = {"name": self.desc.get("name")}
+        if self.desc.get("model"):
+            body["model_name"] = self.desc["model"]
+        if self.desc.get("framework"):
+            body["framework"] = self.desc["framework"]
+        config = self.desc.get("config")
+        body["metadata"] = config if isinstance(config, dict) else {}
+        if self.settings.team_id:
+            body["team_id"] = self.settings.team_id
+        return body
+
+    def _register(self) -> dict[str, Any]:
+        sync = self.archive.sync_state()
+        intent = sync.get("intent")
+        if isinstance(intent, dict):
+            found = self._reconcile(intent)
+            if found is not None:
+                return self._store_platform(sync, found)
+        sync["intent"] = {"at": _now_iso()}
+        self.archive.write_sync_state(sync)  # before the create: a rerun looks for it
+        environments = self.desc.get("environment_refs") or self.desc.get("environments") or []
+        tags = self.desc.get("tags")
+        lifecycle = OnlineLifecycle(self.settings, client=self.client)
+        try:
+            registration = lifecycle.register(
+                RunDescription(
+                    name=self.desc.get("name"),
+                    environments=list(environments),
+                    model=self.desc.get("model"),
+                    framework=self.desc.get("framework"),
+                    description=self.desc.get("description"),
+                    tags=[t for t in tags if isinstance(t, str)] if isinstance(tags, list) else [],
+                    config=self._config(),
+                )
+            )
+        except (PrimeRunsError, ValueError) as exc:
+            raise _Failed(f"could not register the run: {_describe(exc)}") from exc
+        return self._store_platform(
+            sync, {"id": registration.id, "url": registration.url, "name": registration.name}
+        )
+
+    def _reconcile(self, intent: dict[str, Any]) -> dict[str, Any] | None:
+        """The evaluation an interrupted sync created, if it landed."""
+        since = evaluations._parse_time(intent.get("at"))
+        if since is None:
+            return None
+        body = self._create_body()
+        params: dict[str, Any] = {"limit": evaluations.RECONCILE_LIST_LIMIT}
+        if body.get("team_id"):
+            params["team_id"] = body["team_id"]
+        try:
+            listing = self.client.request("GET", "/evaluations/", params=params, idempotent=True)
+        except PrimeRunsError as exc:
+            # Creating again could duplicate the evaluation: stop until it can be read back.
+            raise _Failed(f"could not check for an earlier registration: {_describe(exc)}") from exc
+        items = listing.get("evaluations", listing.get("data", []))
+        matches = [
+            item
+            for item in items
+            if isinstance(item, dict)
+            and evaluations._matches(item, body, since)
+            and _eval_id(item) not in self.claimed
+        ]
+        if not matches:
+            return None
+        # The earliest match after the intent is ours; a later one is another run's.
+        first = min(matches, key=lambda m: evaluations._parse_time(_created(m)) or since)
+        eval_id = _eval_id(first)
+        url = first.get("viewer_url") or first.get("viewerUrl")
+        return {
+            "id": eval_id,
+            "url": url if isinstance(url, str) else self.settings.evaluation_url(str(eval_id)),
+            "name": first.get("name"),
+        }
+
+    def _store_platform(self, sync: dict[str, Any], found: dict[str, Any]) -> dict[str, Any]:
+        platform = {"id": found["id"], "url": found.get("url")}
+        sync["platform"] = {**platform, "name": found.get("name")}
+        self.archive.write_sync_state(sync)
+        description = dict(self.desc)
+        description["platform"] = platform
+        self.archive.write_description(description)
+        self.desc = description
+        return platform
+
+    def _config(self) -> dict[str, Any]:
+        config = self.desc.get("config")
+        return dict(config) if isinstance(config, dict) else {}
+
+    # -- uploads ------------------------------------------------------------------------
+
+    def _upload(self, eval_id: str, *, restamp: bool) -> list[str]:
+        info = self.info
+        active = [sink for sink in info.sinks if info.pending.get(sink)]
+        if not active:
+            return []
+        acks = self.archive.acknowledged()
+        done = {
+            sink: acks.get(sink, set())
+            | acks.get(settled_name(sink, REJECTED), set())
+            | acks.get(settled_name(sink, SKIPPED), set())
+            for sink in active
+        }
+        total = sum(info.pending[sink] for sink in active)
+        what = ", ".join(f"{info.pending[s]} {SINK_LABELS[s]}" for s in active)
+        self.progress.start(info.run_id, total, what)
+        sinks: dict[str, Any] = {}
+        if TRACES in active:
+            sinks[TRACES] = TracesSink(
+                api_key=self.settings.api_key or "",
+                traces_url=self.settings.traces_url,
+                team_id=self.settings.team_id,
+                context=self._context(),
+            )
+        landed: set[str] = set()
+        if SAMPLES in active:
+            samples = SamplesSink(PlatformClient(self.settings), eval_id)
+            # Continue the run's rollout numbering after the rows already stored.
+            samples._counters.update(self._rollout_counters(done[SAMPLES]))
+            sinks[SAMPLES] = samples
+            landed = self._landed_samples(eval_id)
+        failures: list[str] = []
+        try:
+            self._stream(eval_id, restamp, sinks, done, landed, failures)
+        finally:
+            for sink in sinks.values():
+                sink.close()
+        return failures
+
+    def _stream(
+        self,
+        eval_id: str,
+        restamp: bool,
+        sinks: dict[str, Any],
+        done: dict[str, set[RecordKey]],
+        landed: set[str],
+        failures: list[str],
+    ) -> None:
+        chunks: dict[str, list[Item]] = {sink: [] for sink in sinks}
+        sizes = dict.fromkeys(sinks, 0)
+        run_type = str(self.desc.get("kind") or "eval")
+        for key, _kind, data in self.archive.iter_records():
+            wanted = [s for s in sinks if key not in done[s]]
+            if not wanted:
+                continue
+            try:
+                record = json.loads(data)
+                kind = kind_of(record)
+            except (ValueError, AttributeError, TypeError):
+                for sink in wanted:
+                    self._settle(sink, REJECTED, [key], "not a JSON record")
+                continue
+            record_id = record.get("id") if isinstance(record.get("id"), str) else None
+            sample_id = record.get("sample_id", record_id)
+            if restamp:
+                encoded = encode(record, eval_id, run_type)
+                data, problem = encoded.data, encoded.problem
+            else:
+                problem = traces_problem(kind, record)
+            item = Item(kind, data, key, problem, record_id)
+            for sink in wanted:
+                if sink == SAMPLES and sample_id is not None and str(sample_id) in landed:
+                    self._ack(sink, [item])  # stored by an interrupted upload: never resend
+                    continue
+                chunks[sink].append(item)
+                sizes[sink] += len(data)
+                if len(chunks[sink]) >= CHUNK_RECORDS or sizes[sink] >= CHUNK_BYTES:
+                    self._export(sinks, sink, chunks[sink], failures)
+                    chunks[sink], sizes[sink] = [], 0
+        for sink in list(sinks):
+            if chunks.get(sink):
+                self._export(sinks, sink, chunks[sink], failures)
+
+    def _export(
+        self, sinks: dict[str, Any], sink: str, items: list[Item], failures: list[str]
+    ) -> None:
+        if sink not in sinks:
+            return  # stopped earlier in this sync
+        if sink == SAMPLES and self.info.mode != "online":
+            self._mark_samples_started()
+        outcome: Outcome = sinks[sink].export(items, time.monotonic() + CHUNK_TIMEOUT)
+        self._ack(sink, outcome.acked)
+        for item, reason in outcome.rejected:
+            self._settle(sink, REJECTED, [item.key] if item.key else [], reason)
+        if outcome.skipped:
+            self._settle(sink, SKIPPED, [i.key for i in outcome.skipped if i.key], None)
+        if outcome.retire is not None or outcome.retry:
+            sinks.pop(sink).close()
+            label = SINK_LABELS[sink]
+            if outcome.quiet:
+                self.notes.append(f"{label} not uploaded: {outcome.retire}")
+            else:
+                failures.append(f"{label}: {outcome.retire or outcome.retry_reason}")
+
+    def _ack(self, sink: str, items: list[Item]) -> None:
+        keys = [i.key for i in items if i.key is not None]
+        self.archive.ack(sink, keys)
+        self.uploaded[sink] = self.uploaded.get(sink, 0) + len(keys)
+        self.progress.advance(len(keys))
+
+    def _settle(self, sink: str, how: str, keys: list[RecordKey], reason: str | None) -> None:
+        self.archive.ack(settled_name(sink, how), keys)
+        self.progress.advance(len(keys))
+        if how == REJECTED:
+            self.rejected.setdefault(sink, []).extend([reason or how] * len(keys))
+
+    def _context(self) -> dict[str, str]:
+        context = {"source": "prime-runs", "run_type": str(self.desc.get("kind") or "eval")}
+        for key in ("framework", "model"):
+            if self.desc.get(key):
+                context[key] = str(self.desc[key])
+        return context
+
+    def _mark_samples_started(self) -> None:
+        # From here on rows may land without an ack (a kill mid-request): a rerun reads back.
+        if self._samples_marked:
+            return
+        sync = self.archive.sync_state()
+        if sync.get("samples_started") != self.eval_id:
+            sync["samples_started"] = self.eval_id
+            self.archive.write_sync_state(sync)
+        self._samples_marked = True
+
+    def _landed_samples(self, eval_id: str) -> set[str]:
+        """Sample ids the evaluation holds, when some may have landed without an ack."""
+        started = self.archive.sync_state().get("samples_started")
+        if self.info.mode != "online" and started != eval_id:
+            return set()
+        ids: set[str] = set()
+        page = 1
+        try:
+            while True:
+                listing = self.client.request(
+                    "GET",
+                    f"/evaluations/{eval_id}/samples",
+                    params={"page": page, "limit": SAMPLES_PAGE},
+                    idempotent=True,
+                )
+                rows = listing.get("samples") or []
+                ids.update(
+                    str(r["sample_id"]) for r in rows if isinstance(r, dict) and "sample_id" in r
+                )
+                if not rows or not listing.get("hasMore", len(rows) >= SAMPLES_PAGE):
+                    return ids
+                page += 1
+        except PrimeRunsError as exc:
+            raise _Failed(
+                f"samples: could not read back which rows already landed: {_describe(exc)}"
+            ) from exc
+
+    def _rollout_counters(self, stored: set[RecordKey]) -> dict[Any, int]:
+        counters: dict[Any, int] = {}
+        if not stored:
+            return counters
+        for key, kind, data in self.archive.iter_records():
+            if kind != EPISODE_KIND or key not in stored:
+                continue
+            try:
+                traces = json.loads(data).get("traces")
+            except (ValueError, AttributeError):
+                continue
+            if traces:
+                idx = example_idx(traces[summary_trace_index(traces)])
+                counters[idx] = counters.get(idx, 0) + 1
+        return counters
+
+    # -- closing ------------------------------------------------------------------------
+
+    def _close(self, eval_id: str, platform: dict[str, Any]) -> str:
+        doc = dict(self.info.status_doc)
+        status = RunStatus.coerce(doc.get("status") or RunStatus.CRASHED.value)
+        reason = doc.get("error") if isinstance(doc.get("error"), str) else None
+        if status is RunStatus.RUNNING:  # the owner died without finishing
+            status = RunStatus.CRASHED
+            reason = f"the process (pid {doc.get('pid')}) exited without finishing the run"
+        summary = doc.get("summary") if isinstance(doc.get("summary"), dict) else None
+        if summary is None:
+            summary = self._summary_from_records()
+        metrics = dict(sanitize_nonfinite(summary))
+        extra = metrics.get("prime_runs")
+        extra = dict(extra) if isinstance(extra, dict) else {}
+        extra["traces_episodes_written"] = self._episodes_written()
+        metrics["prime_runs"] = extra
+        deadline = time.monotonic() + CLOSE_TIMEOUT
+        try:
+            current = evaluations.get(self.client, eval_id, deadline=deadline)
+            already = str(current.get("status") or "").upper() not in evaluations.OPEN_STATUSES
+            if not already:
+                OnlineLifecycle(self.settings, client=self.client).close(
+                    Registration(
+                        eval_id, str(self.desc.get("name") or eval_id), platform.get("url")
+                    ),
+                    status=status,
+                    summary=metrics,
+                    reason=reason,
+                    config=self._config(),
+                    attached=bool(self.desc.get("attached")),
+                    deadline=deadline,
+                )
+        except (PrimeRunsError, ValueError) as exc:
+            raise _Failed(f"uploads done, but closing the run failed: {_describe(exc)}") from exc
+        doc.update(
+            status=status.value,
+            error=reason,
+            summary=summary,
+            closed=True,
+            finished_at=doc.get("finished_at") or time.time(),
+            synced_at=time.time(),
+        )
+        self.archive.write_status(doc)
+        if already:
+            return f"already closed on the platform ({current.get('status')})"
+        return "finalized" if status is RunStatus.COMPLETED else f"closed as {status.value}"
+
+    def _summary_from_records(self) -> dict[str, Any]:
+        acc = SummaryAccumulator()
+        for _key, _kind, data in self.archive.iter_records():
+            try:
+                acc.add(json.loads(data))
+            except (ValueError, AttributeError, TypeError):
+                continue
+        return dict(acc.result())
+
+    def _episodes_written(self) -> int:
+        stored = self.archive.acknowledged().get(TRACES, set())
+        return sum(1 for key in stored if key.segment.startswith(EPISODE_KIND + "-"))
+
+
+def _eval_id(item: dict[str, Any]) -> str | None:
+    value = item.get("evaluation_id") or item.get("id")
+    return value if isinstance(value, str) else None
+
+
+def _created(item: dict[str, Any]) -> Any:
+    return item.get("created_at", item.get("createdAt"))
+
+
+def _now_iso() -> str:
+    return datetime.now(timezone.utc).isoformat()
+
+
+def _describe(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {exc}"

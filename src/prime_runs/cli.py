@@ -1,0 +1,185 @@
+"""The ``prime-runs`` command: ``ls``, ``show RUN`` and ``sync [RUN ...]`` over the local
+run archive (``--dir`` > ``PRIME_RUNS_DIR`` > ``./prime-runs``).
+
+Exit status: 0 when the command did everything it was asked; 1 when a run could not be
+(fully) synced or was skipped although named; 2 for usage errors, an unknown run, or a
+missing API key.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+
+from ._archive import list_runs
+from ._open import archive_root
+from ._progress import Progress
+from ._runinfo import RunInfo, find_run, inspect
+from ._show import episode_rewards, render_ls, render_show
+from ._sync import sync_run
+from ._version import __version__
+from .errors import ConfigurationError
+from .settings import API_KEY_ENV, DIR_ENV, Settings
+
+OK, FAILED, USAGE = 0, 1, 2
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="prime-runs",
+        description="Inspect the local run archive and upload runs to the Prime platform.",
+    )
+    parser.add_argument("--version", action="version", version=f"prime-runs {__version__}")
+    dir_help = f"archive root (default: ${DIR_ENV}, else ./prime-runs)"
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND")
+    ls = commands.add_parser("ls", help="list local runs")
+    ls.add_argument("--dir", help=dir_help)
+    show = commands.add_parser("show", help="describe one run")
+    show.add_argument("run", metavar="RUN", help="a run folder, or a run id under the root")
+    show.add_argument("--dir", help=dir_help)
+    sync = commands.add_parser(
+        "sync", help="upload what runs still owe the platform and close them"
+    )
+    sync.add_argument(
+        "runs",
+        metavar="RUN",
+        nargs="*",
+        help="run folders or ids (default: every run under the root with anything pending)",
+    )
+    sync.add_argument("--dir", help=dir_help)
+    sync.add_argument("-v", "--verbose", action="store_true", help="log each request step")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line; returns the exit status."""
+    parser = _parser()
+    args = parser.parse_args(argv)
+    if args.command is None:
+        parser.print_help(sys.stderr)
+        return USAGE
+    root = archive_root(args.dir)
+    try:
+        if args.command == "ls":
+            return _ls(root)
+        if args.command == "show":
+            return _show(root, args.run)
+        return _sync(root, args.runs, verbose=args.verbose)
+    except KeyboardInterrupt:
+        print("prime-runs: interrupted", file=sys.stderr)
+        return 130
+
+
+def _ls(root: Path) -> int:
+    runs = [inspect(archive) for archive in list_runs(root)]
+    if not runs:
+        print(
+            f"No runs under {root}. Runs appear here once prime_runs.init() records one "
+            f"(set {DIR_ENV} or pass --dir to look elsewhere)."
+        )
+        return OK
+    print(render_ls(runs))
+    return OK
+
+
+def _show(root: Path, ref: str) -> int:
+    archive = find_run(root, ref)
+    if archive is None:
+        print(f"prime-runs: no run {ref!r} under {root}", file=sys.stderr)
+        return USAGE
+    info = inspect(archive)
+    print(render_show(info, episode_rewards(info)))
+    return OK
+
+
+def _sync(root: Path, refs: Sequence[str], *, verbose: bool) -> int:
+    with _logging(verbose):
+        return _sync_runs(root, refs)
+
+
+def _sync_runs(root: Path, refs: Sequence[str]) -> int:
+    try:
+        # Any mode will do: sync only needs the key and the URLs.
+        settings = Settings.resolve(mode="offline")
+    except ConfigurationError as exc:
+        print(f"prime-runs: {exc}", file=sys.stderr)
+        return USAGE
+    if not settings.api_key:
+        print(
+            f"prime-runs: sync needs an API key: set {API_KEY_ENV} or run `prime login`",
+            file=sys.stderr,
+        )
+        return USAGE
+    explicit = bool(refs)
+    targets: list[RunInfo] = []
+    for ref in refs:
+        archive = find_run(root, ref)
+        if archive is None:
+            print(f"prime-runs: no run {ref!r} under {root}", file=sys.stderr)
+            return USAGE
+        targets.append(inspect(archive))
+    everything = [inspect(archive) for archive in list_runs(root)]
+    if not explicit:
+        targets = [info for info in everything if info.needs_sync or info.running]
+        if not targets:
+            print(f"Nothing to sync under {root}.")
+            return OK
+    progress = Progress(sys.stderr, interactive=_isatty(sys.stderr))
+    status = OK
+    for info in targets:
+        claimed = {
+            str(other.platform["id"])
+            for other in everything
+            if other.run_id != info.run_id and other.platform.get("id")
+        }
+        report = sync_run(info, settings, progress, claimed=claimed)
+        if report.skipped:
+            print(f"{report.run_id}: skipped: {report.message}")
+            if explicit:
+                status = FAILED
+        elif report.ok:
+            print(f"{report.run_id}: ok: {report.message}")
+        else:
+            print(f"{report.run_id}: FAILED: {report.message}")
+            status = FAILED
+    return status
+
+
+def _isatty(stream: object) -> bool:
+    try:
+        return bool(stream.isatty())  # type: ignore[attr-defined]
+    except (AttributeError, ValueError):
+        return False
+
+
+class _Prefixed(logging.Formatter):
+    def format(self, record: logging.LogRecord) -> str:
+        text = super().format(record)
+        return text if text.startswith("prime-runs:") else f"prime-runs: {text}"
+
+
+@contextmanager
+def _logging(verbose: bool) -> Iterator[None]:
+    """Show the SDK's warnings (and with -v its info lines) on stderr for this command only;
+    the logger is restored afterwards, so calling ``main()`` in-process leaves no trace."""
+    logger = logging.getLogger("prime_runs")
+    saved = (logger.level, logger.propagate)
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(_Prefixed("%(message)s"))
+    logger.addHandler(handler)
+    logger.propagate = False
+    logger.setLevel(logging.INFO if verbose else logging.WARNING)
+    try:
+        yield
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(saved[0])
+        logger.propagate = saved[1]
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,448 @@
+"""Online runs end to end against the stand-in: every fixture record reaches Prime Traces
+(stamped) and the sample table (golden v0 rows) exactly once, through faults, stalls and
+full queues, with exact loss counters and uploads drained before finalize."""
+
+from __future__ import annotations
+
+import copy
+import json
+import logging
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import prime_runs as pr
+from prime_runs import _worker
+from prime_runs._encode import encode
+from prime_runs.exporters import traces as traces_mod
+from prime_runs.platform import _http
+from prime_runs.projection import build_samples
+from prime_runs.testing import StandInPlatform
+
+DATA = Path(__file__).parent / "data"
+
+
+def _lines(name: str) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in (DATA / name).read_text("utf-8").splitlines() if line]
+
+
+EPISODES = _lines("episodes.jsonl")
+EDGE = _lines("edge_episodes.jsonl")
+TRACES = _lines("traces.jsonl")
+GOLDEN = _lines("samples_v0.jsonl")
+ALL = EPISODES + EDGE + TRACES
+ALL_EPISODES = EPISODES + EDGE
+
+
+@pytest.fixture(autouse=True)
+def _fast_retries(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Same policy, shorter waits: tests must not sit out real back-offs.
+    monkeypatch.setattr(traces_mod, "BACKOFF_BASE", 0.005)
+    monkeypatch.setattr(_worker, "FIRST_BACKOFF", 0.005)
+    monkeypatch.setattr(_http, "backoff", lambda attempt: 0.0)
+
+
+def _init(p: StandInPlatform, tmp_path: Path, **kwargs: Any) -> pr.Run:
+    return pr.init(
+        name="exporters",
+        environments=["prfix-v1"],
+        model="test-model",
+        framework="verifiers",
+        api_key=p.api_key,
+        base_url=p.base_url,
+        dir=tmp_path,
+        **kwargs,
+    )
+
+
+def _stamped(records: list[dict[str, Any]], run_id: str) -> list[dict[str, Any]]:
+    return [json.loads(encode(r, run_id, "eval").data) for r in records]
+
+
+def _wait_for(condition: Callable[[], bool], what: str, timeout: float = 20.0) -> None:
+    """Poll until ``condition`` holds (a synchronisation point, not an assertion on time)."""
+    end = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > end:
+            raise AssertionError(f"gave up waiting for {what}")
+        time.sleep(0.01)
+
+
+def _unique(prefix: str, record: dict[str, Any]) -> dict[str, Any]:
+    """A copy of a record whose ids (envelope and members) start with ``prefix``."""
+    copy_ = copy.deepcopy(record)
+    copy_["id"] = f"{prefix}-{record['id']}"
+    for member in copy_.get("traces", []):
+        member["id"] = f"{prefix}-{member['id']}"
+    return copy_
+
+
+def _episodes(n: int) -> list[dict[str, Any]]:
+    return [_unique(f"u{i}", EPISODES[i % len(EPISODES)]) for i in range(n)]
+
+
+def _stored_once(p: StandInPlatform, run_id: str, records: list[dict[str, Any]]) -> None:
+    """Every record is in Prime Traces exactly once, stamped, and every episode with traces
+    has exactly one row."""
+    writes = p.trace_writes
+    episode_writes = p.episode_writes
+    stored = p.traces
+    for record in records:
+        members = record.get("traces")
+        if members is None:
+            assert writes[record["id"]] == 1
+            assert stored[record["id"]]["run"] == {"id": run_id, "type": "eval"}
+            continue
+        assert episode_writes[record["id"]] == 1
+        for member in members:
+            assert writes[member["id"]] == 1
+            assert stored[member["id"]]["run"]["id"] == run_id
+            assert stored[member["id"]]["run"]["type"] == "eval"
+    rows = Counter(row["sample_id"] for row in p.samples(run_id))
+    assert rows == Counter(r["id"] for r in records if r.get("traces"))
+
+
+# -- the happy path: both stores, stamped, golden rows -------------------------------
+
+
+def test_fixture_records_reach_both_stores_once_stamped_with_golden_rows(
+    prime_env: StandInPlatform, tmp_path: Path
+) -> None:
+    run = _init(prime_env, tmp_path)
+    run.log_episodes(EPISODES[:10])
+    run.log_episodes(EPISODES[10:] + EDGE)  # a second call: numbering continues
+    run.log_traces(TRACES)
+    run.finish()
+
+    assert prime_env.server_errors == []
+    _stored_once(prime_env, run.id, ALL)
+    # The uploaded copy carries the run on the envelope; other run keys are kept.
+    envelope = prime_env.requests_for("traces_upload")
+    episode_lines = [line for r in envelope if r.line_format == "episode" for line in r.lines]
+    assert len(episode_lines) == len(ALL_EPISODES)
+    for line in episode_lines:
+        assert line["run"]["id"] == run.id and line["run"]["type"] == "eval"
+        assert line["run"]["name"].startswith("fixture-")
+        assert {m["run"]["id"] for m in line["traces"]} <= {run.id}
+    assert {r.line_format for r in envelope} == {"episode", None}
+    # Provenance only: the upload context never carries the run id.
+    for request in envelope:
+        assert request.context == {
+            "source": "prime-runs",
+            "run_type": "eval",
+            "framework": "verifiers",
+            "model": "test-model",
+        }
+        assert run.id not in json.dumps(request.context)
+        assert request.gzip and request.idempotency_key.startswith("sha256:")
+
+    # Rows equal build_samples over the stamped records in logging order (one counter).
+    expected = {row["sample_id"]: row for row in build_samples(_stamped(ALL, run.id))}
+    stored = {row["sample_id"]: row for row in prime_env.samples(run.id)}
+    assert stored == json.loads(json.dumps(expected))
+    # Golden rows: everything that does not depend on the run (its id is in the stamped
+    # native wrapper; rollout numbers depend on what else the run logged).
+    for golden in GOLDEN:
+        row = copy.deepcopy(stored[golden["sample_id"]])
+        golden = copy.deepcopy(golden)
+        wrapper = row["info"].pop("native_wrapper")
+        golden["info"].pop("native_wrapper")
+        assert wrapper["run"]["id"] == run.id and wrapper["id"] == golden["sample_id"]
+        row.pop("rollout_number"), golden.pop("rollout_number")
+        assert row == golden
+
+    assert run.acknowledged_records == {"traces": len(ALL), "eval_samples": len(ALL_EPISODES) - 1}
+    assert run.failed_records == {}
+    assert run.dropped_records == 0
+    assert [e for e in run.errors if "not stored" in e] == []
+
+
+def test_finish_drains_every_upload_before_finalize(
+    prime_env: StandInPlatform, tmp_path: Path
+) -> None:
+    # Slow answers make the drain visible: finalize must still come last.
+    prime_env.fail("samples_append", 200, delay=0.3) if False else None
+    prime_env.stall("samples_append", 0.2)
+    run = _init(prime_env, tmp_path)
+    for record in EPISODES:
+        run.log_episodes(record)
+    run.finish()
+    routes = [r.route for r in prime_env.requests]
+    finalize = routes.index("eval_finalize")
+    uploads = [i for i, r in enumerate(routes) if r in ("samples_append", "traces_upload")]
+    assert uploads and max(uploads) < finalize
+    assert all(
+        r.status is not None and r.status < 300
+        for r in prime_env.requests[:finalize]
+        if r.route in ("samples_append", "traces_upload")
+    )
+    assert len(prime_env.samples(run.id)) == len(EPISODES)
+    assert prime_env.evaluations[run.id]["finalize_count"] == 1
+
+
+def test_an_episode_over_the_request_ceiling_goes_as_one_row_per_trace(
+    prime_env: StandInPlatform, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    big = _unique("big", EPISODES[0])
+    for n, member in enumerate(big["traces"]):  # three members of ~9.5 MB each
+        member["info"] = {"blob": chr(ord("a") + n) * 9_500_000}
+    run = _init(prime_env, tmp_path)
+    with caplog.at_level(logging.WARNING, logger="prime_runs"):
+        run.log_episodes([big, EPISODES[1]])
+        run.finish()
+    rows = prime_env.samples(run.id)
+    per_trace = [r for r in rows if r["episode_id"] == big["id"]]
+    assert sorted(r["sample_id"] for r in per_trace) == sorted(m["id"] for m in big["traces"])
+    assert {r["rollout_number"] for r in per_trace} == {1}
+    assert all("native_wrapper" not in (r["info"] or {}) for r in per_trace)
+    assert [r["sample_id"] for r in rows].count(EPISODES[1]["id"]) == 1
+    assert all(r.body_size <= 26_214_400 for r in prime_env.requests_for("samples_append"))
+    assert prime_env.episode_writes[big["id"]] == 1
+    assert "one row per trace" in caplog.text
+    assert run.acknowledged_records == {"traces": 2, "eval_samples": 2}
+    assert run.failed_records == {}
+
+
+# -- permanent traces failures -------------------------------------------------------
+
+
+@pytest.mark.prime_platform(traces="forbidden")
+def test_traces_forbidden_retires_traces_and_samples_go_on(
+    prime_env: StandInPlatform, tmp_path: Path
+) -> None:
+    run = _init(prime_env, tmp_path)
+    run.log_episodes(EPISODES)
+    run.flush(10)
+    run.log_episodes(EDGE)  # after the sink retired: still counted under traces
+    run.finish()
+    assert len(prime_env.requests_for("traces_upload")) == 1  # no hammering
+    assert Counter(r["sample_id"] for r in prime_env.samples(run.id)) == Counter(
+        r["id"] for r in ALL_EPISODES if r["traces"]
+    )
+    assert run.failed_records == {"traces": len(ALL_EPISODES)}
+    assert run.acknowledged_records == {"eval_samples": len(ALL_EPISODES) - 1}
+    assert any("traces: sink stopped" in e and "forbidden" in e for e in run.errors)
+
+
+@pytest.mark.prime_platform(traces="service_not_enabled")
+def test_service_not_enabled_switches_traces_off_quietly(
+    prime_env: StandInPlatform, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    run = _init(prime_env, tmp_path)
+    with caplog.at_level(logging.INFO, logger="prime_runs"):
+        run.log_episodes(EPISODES)
+        run.flush(10)
+        run.log_episodes(EDGE)
+        run.finish()
+    assert len(prime_env.requests_for("traces_upload")) == 1
+    assert len(prime_env.samples(run.id)) == len(ALL_EPISODES) - 1
+    assert run.failed_records == {}  # not a loss
+    assert run.errors == []
+    assert not [r for r in caplog.records if r.levelno >= logging.WARNING and "traces" in r.msg]
+    assert "traces sink switched off" in caplog.text
+
+
+def test_service_not_enabled_after_a_receipt_is_a_failure(
+    prime_env: StandInPlatform, tmp_path: Path
+) -> None:
+    run = _init(prime_env, tmp_path)
+    run.log_episodes(EPISODES[:4])
+    assert run.flush(10)
+    prime_env.traces_mode = "service_not_enabled"  # access revoked mid-run
+    run.log_episodes(EPISODES[4:])
+    run.finish()
+    assert run.acknowledged_records["traces"] == 4
+    assert run.failed_records == {"traces": len(EPISODES) - 4}
+    assert len(prime_env.samples(run.id)) == len(EPISODES)
+    assert any("service_not_enabled" in e for e in run.errors)
+
+
+# -- one bad record ------------------------------------------------------------------
+
+
+def test_a_rejected_record_is_split_out_and_only_it_fails(
+    prime_env: StandInPlatform, tmp_path: Path
+) -> None:
+    bad = EPISODES[5]
+    prime_env.reject_trace_ids([bad["id"]], code="created_at_out_of_window")
+    invalid = {"id": "no-timing"}  # Prime Traces would refuse it: never sent
+    run = _init(prime_env, tmp_path)
+    run.log_episodes(EPISODES)
+    run.log_traces([invalid, *TRACES])
+    run.finish()
+    stored = set(prime_env.episodes)
+    assert stored == {r["id"] for r in EPISODES} - {bad["id"]}
+    assert set(prime_env.trace_writes.values()) == {1}
+    assert all("no-timing" not in (r.lines and [x["id"] for x in r.lines]) for r in prime_env.requests_for("traces_upload"))
+    assert run.failed_records == {"traces": 2}
+    assert run.acknowledged_records["traces"] == len(EPISODES) - 1 + len(TRACES)
+    assert run.acknowledged_records["eval_samples"] == len(EPISODES)
+    reasons = [e for e in run.errors if "not stored" in e]
+    assert len(reasons) == 2
+    assert any(bad["id"] in e and "created_at_out_of_window" in e for e in reasons)
+    assert any("no-timing" in e and "timing.start" in e for e in reasons)
+
+
+# -- transient failures: storms, ambiguity, outages ----------------------------------
+
+
+def test_429_and_503_storms_store_every_record_exactly_once(
+    prime_env: StandInPlatform, tmp_path: Path
+) -> None:
+    prime_env.fail("traces_upload", 429, times=3, retry_after=0)
+    prime_env.fail("traces_upload", 503, times=3, code="writer_pool_saturated")
+    prime_env.fail("traces_upload", 502, after_processing=True, retry_after=0)
+    prime_env.fail("samples_append", 429, times=6, retry_after=0)
+    prime_env.fail("samples_append", 503, times=2, after_processing=True, retry_after=0)
+    prime_env.fail("samples_append", 503, times=1)
+    run = _init(prime_env, tmp_path)
+    for record in ALL:  # one at a time, so the storm meets many small batches
+        run.log_episodes(record)
+    run.finish()
+    assert prime_env.server_errors == []
+    _stored_once(prime_env, run.id, ALL)
+    statuses = Counter(r.status for r in prime_env.requests_for("traces_upload"))
+    assert statuses[429] == 3 and statuses[503] == 3 and statuses[502] == 1
+    assert run.failed_records == {}
+    assert run.acknowledged_records == {"traces": len(ALL), "eval_samples": len(ALL_EPISODES) - 1}
+
+
+def test_an_ambiguous_append_that_landed_is_never_sent_twice(
+    prime_env: StandInPlatform, tmp_path: Path
+) -> None:
+    # The rows land, the answer is lost, and the read-back fails too: the next try must
+    # read back again instead of appending blindly.
+    prime_env.fail("samples_append", 503, after_processing=True)
+    prime_env.fail("samples_list", 503, times=5, retry_after=0)
+    prime_env.fail("samples_append", 502, after_processing=True, reset=True)
+    run = _init(prime_env, tmp_path)
+    run.log_episodes(EPISODES[:8])
+    run.flush(10)
+    run.log_episodes(EPISODES[8:])
+    run.finish()
+    rows = Counter(r["sample_id"] for r in prime_env.samples(run.id))
+    assert rows == Counter(r["id"] for r in EPISODES)
+    assert run.acknowledged_records["eval_samples"] == len(EPISODES)
+    assert run.failed_records == {}
+
+
+def test_a_sustained_outage_retires_the_sinks_without_hammering(
+    prime_env: StandInPlatform, tmp_path: Path
+) -> None:
+    records = _episodes(30)
+    run = _init(prime_env, tmp_path)
+    # Every record is queued before the first answer, so each one meets a sink that is
+    # still open and the counts do not depend on thread timing.
+    prime_env.stall(None, 30)
+    run.log_episodes(records)
+    prime_env.outage(503, routes=["traces_upload", "samples_append", "samples_list"])
+    prime_env.unstall()
+    run.finish(timeout=30)
+    assert run.failed_records == {"traces": 30, "eval_samples": 30}
+    assert run.acknowledged_records == {}
+    assert run.dropped_records == 0
+    # Three failed rounds per sink, each within its own retry budget; then silence.
+    assert len(prime_env.requests_for("traces_upload")) <= 3 * traces_mod.MAX_ATTEMPTS
+    assert len(prime_env.requests_for("samples_append")) <= 3
+    assert sum("failures in a row" in e for e in run.errors) == 2
+    assert prime_env.evaluations[run.id]["finalize_count"] == 1
+
+
+# -- the producer never waits ----------------------------------------------------------
+
+
+def test_a_stalled_platform_does_not_hold_up_log_episodes(
+    prime_env: StandInPlatform, tmp_path: Path
+) -> None:
+    records = _episodes(300)
+    run = _init(prime_env, tmp_path)
+    prime_env.stall(None, 60)
+    try:
+        for record in records:
+            run.log_episodes(record)
+        # Every call returned while the platform has answered no upload at all.
+        assert run.logged_records == len(records)
+        assert prime_env.receipts == []
+        assert prime_env.samples(run.id) == []
+        assert all(r.status is None for r in prime_env.requests if r.route.endswith("upload"))
+        assert run.flush(timeout=0.2) is False  # flush honours its deadline
+        assert prime_env.receipts == []  # ... and the stall was still on when it returned
+    finally:
+        prime_env.unstall()
+    run.finish()
+    _stored_once(prime_env, run.id, records)
+    assert run.failed_records == {} and run.dropped_records == 0
+
+
+def test_finish_honours_its_deadline_and_late_answers_change_no_counter(
+    prime_env: StandInPlatform, tmp_path: Path
+) -> None:
+    run = _init(prime_env, tmp_path)
+    prime_env.stall("traces_upload", 60)
+    run.log_episodes(EPISODES)
+    _wait_for(lambda: prime_env.requests_for("traces_upload") != [], "the stalled upload")
+    try:
+        run.finish(timeout=1.0)
+        assert prime_env.receipts == []  # finish returned while the upload hung
+        assert run.finished
+        failed, acked = run.failed_records, run.acknowledged_records
+        assert failed == {"traces": len(EPISODES)}
+        assert acked == {"eval_samples": len(EPISODES)}
+    finally:
+        prime_env.unstall()
+    # The abandoned upload now lands; the run's counts stay as finish() reported them.
+    _wait_for(lambda: len(prime_env.receipts) >= 1, "the late receipt")
+    workers = run._state.workers  # type: ignore[union-attr]
+    _wait_for(lambda: not any(w._thread and w._thread.is_alive() for w in workers), "workers")
+    assert run.failed_records == failed
+    assert run.acknowledged_records == acked
+    assert prime_env.evaluations[run.id]["finalize_count"] == 1
+
+
+def test_a_full_queue_counts_exact_drops(
+    prime_env: StandInPlatform, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(_worker, "MAX_QUEUE_ITEMS", 4)
+    records = _episodes(21)
+    run = _init(prime_env, tmp_path)
+    prime_env.stall(None, 60)
+    try:
+        run.log_episodes(records[0])
+        # Both workers hold the first record in a stalled request; each queue takes 4 more.
+        _wait_for(
+            lambda: {r.route for r in prime_env.requests} >= {"traces_upload", "samples_append"},
+            "both stalled uploads",
+        )
+        run.log_episodes(records[1:])
+    finally:
+        prime_env.unstall()
+    run.finish()
+    assert run.dropped_records == 16
+    assert run.failed_records == {}
+    assert run.acknowledged_records == {"traces": 5, "eval_samples": 5}
+    in_traces = set(prime_env.episodes)
+    in_samples = {r["sample_id"] for r in prime_env.samples(run.id)}
+    assert in_traces == in_samples == {r["id"] for r in records[:5]}
+
+
+def test_concurrent_producers_lose_nothing(prime_env: StandInPlatform, tmp_path: Path) -> None:
+    run = _init(prime_env, tmp_path)
+    batches = [_episodes(200)[i::4] for i in range(4)]
+    threads = [threading.Thread(target=run.log_episodes, args=(b,)) for b in batches]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    run.finish()
+    _stored_once(prime_env, run.id, [r for b in batches for r in b])
+    assert run.acknowledged_records == {"traces": 200, "eval_samples": 200}
+
+
+@pytest.fixture
+def _no_leaked_runs() -> Iterator[None]:
+    yield
