@@ -97,7 +97,7 @@ def main() -> None:
     print("Next:")
     steps = [
         (f"{cmd} ls", "list the runs in the archive"),
-        (f"{cmd} show {run.id}", "this run: description, status, summary"),
+        (f"{cmd} show {run.id}", "this run in detail"),
         (f"{cmd} sync", "upload offline runs (needs an API key)"),
     ]
     width = max(len(command) for command, _ in steps)

@@ -90,6 +90,7 @@ def test_logging_after_finish(episodes, caplog):
         run.log_episodes(episodes[:1])
     assert any("has finished" in e for e in run.errors)
     assert ids_in_archive(run) == []
+    assert run.dropped_records == 1  # a counted loss, not only a message
 
     strict = pr.init(name="y", environments=["e"], mode="offline", on_error="raise")
     strict.finish()

@@ -222,3 +222,25 @@ def test_init_without_a_configured_provider_installs_none(tmp_path):
         timeout=60,
     ).stdout
     assert out.strip() == "True"
+
+
+def test_raw_run_with_an_unknown_status_still_closes(tmp_path, caplog):
+    provider = TracerProvider()
+    pr.configure_exporter(provider, mode="offline", dir=tmp_path)
+    tracer = provider.get_tracer("app")
+    with tracer.start_as_current_span("run", attributes={**ATTRS, semconv.RUN_STATUS: "done"}):
+        pass
+    (archive,) = list_runs(tmp_path)
+    assert archive.status()["status"] == "completed"
+    assert "'done' is not a run status" in caplog.text
+
+
+def test_episode_spans_carry_a_readable_reward(span_capture, episodes):
+    provider, exporter = span_capture
+    run = pr.init(name="r", environments=["e"], mode="offline", tracer_provider=provider)
+    run.log_episodes(episodes[16:17])  # a single-trace episode
+    run.finish()
+    span = next(s for s in exporter.get_finished_spans() if s.name == "episode")
+    rewards = episodes[16]["traces"][0]["rewards"]
+    expected = sum(r["score"] * r["weight"] for r in rewards.values() if r)
+    assert span.attributes[semconv.RECORD_REWARD] == expected

@@ -6,6 +6,7 @@ the user's PRIME_* settings, so what it prints and writes is checked in isolatio
 
 from __future__ import annotations
 
+import inspect
 import json
 import os
 import re
@@ -15,6 +16,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+
+import prime_runs as pr
+from prime_runs import semconv, settings
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 RECORDED_EPISODES = EXAMPLES / "data" / "episodes.jsonl"
@@ -197,3 +201,24 @@ def test_examples_read_nothing_outside_the_examples_folder() -> None:
     for path in EXAMPLES.glob("*.py"):
         text = path.read_text()
         assert "tests/" not in text and "/shared" not in text, path
+
+
+# The docs are checked against the code too, so a new name cannot go undocumented.
+DOCS = EXAMPLES.parent / "docs"
+
+
+def test_concepts_documents_every_semconv_name() -> None:
+    text = (DOCS / "concepts.md").read_text()
+    for constant, value in vars(semconv).items():
+        if constant.isupper() and isinstance(value, str):
+            assert f"`{value}`" in text, f"{constant} = {value!r} is not in docs/concepts.md"
+            assert f"`{constant}`" in text, f"{constant} is not in docs/concepts.md"
+
+
+def test_configuration_documents_every_init_keyword_and_variable() -> None:
+    text = (DOCS / "configuration.md").read_text()
+    for keyword in inspect.signature(pr.init).parameters:
+        assert f"| `{keyword}` |" in text, f"init({keyword}=) is not in docs/configuration.md"
+    for name, value in vars(settings).items():
+        if name.endswith("_ENV"):
+            assert f"`{value}`" in text, f"{value} is not in docs/configuration.md"

@@ -21,7 +21,7 @@ import pytest
 from prime_runs._archive import RunArchive
 from prime_runs.testing import StandInPlatform
 
-SCRIPT = r'''
+SCRIPT = r"""
 import json, os, sys, time
 import multiprocessing as mp
 import prime_runs as pr
@@ -78,9 +78,9 @@ def main():
 
 if __name__ == "__main__":
     main()
-'''
+"""
 
-OS_FORK_SCRIPT = r'''
+OS_FORK_SCRIPT = r"""
 import json, os, sys, time
 import prime_runs as pr
 
@@ -106,9 +106,11 @@ sys.stdout.flush()
 sys.stdin.readline()  # the test lifts the stall, then lets the parent finish
 run.log_episodes([episode(f"after-{i}") for i in range(3)])
 run.finish()
-'''
+"""
 
-METHODS = [m for m in ("fork", "forkserver", "spawn") if m in multiprocessing.get_all_start_methods()]
+METHODS = [
+    m for m in ("fork", "forkserver", "spawn") if m in multiprocessing.get_all_start_methods()
+]
 
 
 def _expected(*groups: tuple[str, int]) -> set[str]:

@@ -140,9 +140,7 @@ def _at_exit() -> None:
     close_all(EXIT_TIMEOUT)
 
 
-def close_all(
-    budget: float, status: RunStatus | None = None, reason: str | None = None
-) -> None:
+def close_all(budget: float, status: RunStatus | None = None, reason: str | None = None) -> None:
     """Close every live run within one shared ``budget`` (seconds). Never raises.
 
     ``status=None`` is the exit path: an owned, unfinished run is closed out as

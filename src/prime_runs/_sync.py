@@ -27,7 +27,6 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
 from typing import Any
 
 from ._archive import REJECTED, SKIPPED, RecordKey, RunArchive, settled_name
@@ -36,14 +35,15 @@ from ._json import sanitize_nonfinite
 from ._progress import Progress
 from ._records import example_idx, summary_trace_index
 from ._runinfo import EPISODE_KIND, SAMPLES, SINK_LABELS, TRACES, RunInfo, inspect
-from .errors import PrimeRunsError
+from ._sync_register import register
+from .errors import PrimeRunsError, SyncError
 from .exporters._base import Item, Outcome
 from .exporters.samples import SamplesSink
 from .exporters.traces import TracesSink
 from .metrics import SummaryAccumulator
 from .platform import evaluations
 from .platform._http import PlatformClient
-from .platform.lifecycle import OnlineLifecycle, Registration, RunDescription
+from .platform.lifecycle import OnlineLifecycle, Registration
 from .settings import Settings
 from .status import RunStatus
 
@@ -67,10 +67,6 @@ class SyncReport:
     uploaded: dict[str, int] = field(default_factory=dict)
 
 
-class _Failed(Exception):
-    """A step that stops this run's sync; the message is the report's reason."""
-
-
 def sync_run(
     info: RunInfo, settings: Settings, progress: Progress, *, claimed: set[str]
 ) -> SyncReport:
@@ -90,7 +86,7 @@ def sync_run(
         client = PlatformClient(settings)
         try:
             return _Syncer(info, settings, client, progress, claimed).run()
-        except _Failed as exc:
+        except SyncError as exc:
             return SyncReport(run_id, False, str(exc), platform_id=info.platform.get("id"))
         finally:
             client.close()
@@ -144,7 +140,7 @@ class _Syncer:
     def run(self) -> SyncReport:
         info = self.info
         if info.joined and info.mode != "online":
-            raise _Failed(
+            raise SyncError(
                 "joined part of an offline run owned by another process; sync the owner's "
                 "archive (this folder has no registration of its own)"
             )
@@ -152,7 +148,8 @@ class _Syncer:
         if not platform:
             if not (any(info.pending.values()) or info.needs_close):
                 return SyncReport(info.run_id, True, "nothing to sync")
-            platform = self._register()
+            platform = register(self.archive, self.settings, self.client, claimed=self.claimed)
+            self.desc = self.archive.description()
         eval_id = self.eval_id = platform["id"]
         failures = self._upload(eval_id, restamp=eval_id != info.run_id)
         closed_how = None
@@ -181,94 +178,6 @@ class _Syncer:
             return f"{eval_id}: " + "; ".join(failures) + tail + " (" + "; ".join(parts) + ")"
         where = f" {url}" if isinstance(url, str) and url else ""
         return f"{eval_id}: " + "; ".join(parts) + where
-
-    # -- registration (offline runs) ----------------------------------------------------
-
-    def _create_body(self) -> dict[str, Any]:
-        body: dict[str, Any] = {"name": self.desc.get("name")}
-        if self.desc.get("model"):
-            body["model_name"] = self.desc["model"]
-        if self.desc.get("framework"):
-            body["framework"] = self.desc["framework"]
-        config = self.desc.get("config")
-        body["metadata"] = config if isinstance(config, dict) else {}
-        if self.settings.team_id:
-            body["team_id"] = self.settings.team_id
-        return body
-
-    def _register(self) -> dict[str, Any]:
-        sync = self.archive.sync_state()
-        intent = sync.get("intent")
-        if isinstance(intent, dict):
-            found = self._reconcile(intent)
-            if found is not None:
-                return self._store_platform(sync, found)
-        sync["intent"] = {"at": _now_iso()}
-        self.archive.write_sync_state(sync)  # before the create: a rerun looks for it
-        environments = self.desc.get("environment_refs") or self.desc.get("environments") or []
-        tags = self.desc.get("tags")
-        lifecycle = OnlineLifecycle(self.settings, client=self.client)
-        try:
-            registration = lifecycle.register(
-                RunDescription(
-                    name=self.desc.get("name"),
-                    environments=list(environments),
-                    model=self.desc.get("model"),
-                    framework=self.desc.get("framework"),
-                    description=self.desc.get("description"),
-                    tags=[t for t in tags if isinstance(t, str)] if isinstance(tags, list) else [],
-                    config=self._config(),
-                )
-            )
-        except (PrimeRunsError, ValueError) as exc:
-            raise _Failed(f"could not register the run: {_describe(exc)}") from exc
-        return self._store_platform(
-            sync, {"id": registration.id, "url": registration.url, "name": registration.name}
-        )
-
-    def _reconcile(self, intent: dict[str, Any]) -> dict[str, Any] | None:
-        """The evaluation an interrupted sync created, if it landed."""
-        since = evaluations._parse_time(intent.get("at"))
-        if since is None:
-            return None
-        body = self._create_body()
-        params: dict[str, Any] = {"limit": evaluations.RECONCILE_LIST_LIMIT}
-        if body.get("team_id"):
-            params["team_id"] = body["team_id"]
-        try:
-            listing = self.client.request("GET", "/evaluations/", params=params, idempotent=True)
-        except PrimeRunsError as exc:
-            # Creating again could duplicate the evaluation: stop until it can be read back.
-            raise _Failed(f"could not check for an earlier registration: {_describe(exc)}") from exc
-        items = listing.get("evaluations", listing.get("data", []))
-        matches = [
-            item
-            for item in items
-            if isinstance(item, dict)
-            and evaluations._matches(item, body, since)
-            and _eval_id(item) not in self.claimed
-        ]
-        if not matches:
-            return None
-        # The earliest match after the intent is ours; a later one is another run's.
-        first = min(matches, key=lambda m: evaluations._parse_time(_created(m)) or since)
-        eval_id = _eval_id(first)
-        url = first.get("viewer_url") or first.get("viewerUrl")
-        return {
-            "id": eval_id,
-            "url": url if isinstance(url, str) else self.settings.evaluation_url(str(eval_id)),
-            "name": first.get("name"),
-        }
-
-    def _store_platform(self, sync: dict[str, Any], found: dict[str, Any]) -> dict[str, Any]:
-        platform = {"id": found["id"], "url": found.get("url")}
-        sync["platform"] = {**platform, "name": found.get("name")}
-        self.archive.write_sync_state(sync)
-        description = dict(self.desc)
-        description["platform"] = platform
-        self.archive.write_description(description)
-        self.desc = description
-        return platform
 
     def _config(self) -> dict[str, Any]:
         config = self.desc.get("config")
@@ -302,10 +211,10 @@ class _Syncer:
         landed: set[str] = set()
         if SAMPLES in active:
             samples = SamplesSink(PlatformClient(self.settings), eval_id)
-            # Continue the run's rollout numbering after the rows already stored.
-            samples._counters.update(self._rollout_counters(done[SAMPLES]))
             sinks[SAMPLES] = samples
             landed = self._landed_samples(eval_id)
+            # Continue the run's rollout numbering after the rows already stored.
+            samples._counters.update(self._rollout_counters(done[SAMPLES], landed))
         failures: list[str] = []
         try:
             self._stream(eval_id, restamp, sinks, done, landed, failures)
@@ -431,19 +340,23 @@ class _Syncer:
                     return ids
                 page += 1
         except PrimeRunsError as exc:
-            raise _Failed(
+            raise SyncError(
                 f"samples: could not read back which rows already landed: {_describe(exc)}"
             ) from exc
 
-    def _rollout_counters(self, stored: set[RecordKey]) -> dict[Any, int]:
+    def _rollout_counters(self, stored: set[RecordKey], landed: set[str]) -> dict[Any, int]:
+        """Rollouts per example among the episodes whose rows the evaluation already has."""
         counters: dict[Any, int] = {}
-        if not stored:
+        if not stored and not landed:
             return counters
         for key, kind, data in self.archive.iter_records():
-            if kind != EPISODE_KIND or key not in stored:
+            if kind != EPISODE_KIND:
                 continue
             try:
-                traces = json.loads(data).get("traces")
+                record = json.loads(data)
+                if key not in stored and str(record.get("id")) not in landed:
+                    continue
+                traces = record.get("traces")
             except (ValueError, AttributeError):
                 continue
             if traces:
@@ -485,7 +398,7 @@ class _Syncer:
                     deadline=deadline,
                 )
         except (PrimeRunsError, ValueError) as exc:
-            raise _Failed(f"uploads done, but closing the run failed: {_describe(exc)}") from exc
+            raise SyncError(f"uploads done, but closing the run failed: {_describe(exc)}") from exc
         doc.update(
             status=status.value,
             error=reason,
@@ -511,19 +424,6 @@ class _Syncer:
     def _episodes_written(self) -> int:
         stored = self.archive.acknowledged().get(TRACES, set())
         return sum(1 for key in stored if key.segment.startswith(EPISODE_KIND + "-"))
-
-
-def _eval_id(item: dict[str, Any]) -> str | None:
-    value = item.get("evaluation_id") or item.get("id")
-    return value if isinstance(value, str) else None
-
-
-def _created(item: dict[str, Any]) -> Any:
-    return item.get("created_at", item.get("createdAt"))
-
-
-def _now_iso() -> str:
-    return datetime.now(timezone.utc).isoformat()
 
 
 def _describe(exc: BaseException) -> str:

@@ -108,6 +108,17 @@ class SinkWorker:
             self._cond.notify_all()
             return True
 
+    def put_wait(self, item: Item, deadline: float) -> bool:
+        """Queue ``item``, waiting for room until ``deadline``; for finish-time resends only
+        (never on a producer's path). False when retired, closing or out of time."""
+        with self._cond:
+            while not self.put(item):
+                left = deadline - time.monotonic()
+                if self.retired is not None or self._closing or left <= 0:
+                    return False
+                self._cond.wait(left)
+            return True
+
     def _start(self) -> None:
         self._thread = threading.Thread(
             target=self._run, name=f"prime-runs-{self.sink.name}", daemon=True
@@ -151,6 +162,7 @@ class SinkWorker:
                     wait = left if wait is None else min(wait, left)
                 self._cond.wait(wait)
             batch = self._take()
+            self._cond.notify_all()  # room in the queue for put_wait
             stop_by = self._stop_by if self._stop_by is not None else now + EXPORT_BUDGET
             self._export_deadline = Deadline(stop_by)
             return batch, self._export_deadline

@@ -151,10 +151,10 @@ def init(
         ctx = context_to_join(join if isinstance(join, Mapping) else None)
         if ctx is not None:
             return _join(ctx, opts, tracer_provider)
+    provider = _sdk_provider(tracer_provider)  # checked before anything is created
     state = open_state(opts)
     if state is None:
         return Run(None, span=trace.INVALID_SPAN, tracer=None, mode=DISABLED, name=name)
-    provider = _sdk_provider(tracer_provider)
     processor = configure_exporter(provider)
     tracer = provider.get_tracer("prime_runs", __version__)
     ctx = otel_context.set_value(STATE_KEY, state)

@@ -158,7 +158,14 @@ class RunProcessor(SpanProcessor):
         attrs = span.attributes or {}
         reason = attrs.get(semconv.RUN_ERROR)
         status_attr = attrs.get(semconv.RUN_STATUS)
-        if isinstance(status_attr, str):
+        if isinstance(status_attr, str) and not _known_status(status_attr):
+            logger.warning(
+                "prime-runs: %s=%r is not a run status (completed, failed, cancelled, crashed); "
+                "using the span status instead",
+                semconv.RUN_STATUS,
+                status_attr,
+            )
+        if isinstance(status_attr, str) and _known_status(status_attr):
             status = RunStatus.coerce(status_attr)
         elif span.status.status_code is StatusCode.ERROR:
             status = RunStatus.FAILED
@@ -212,3 +219,10 @@ class RunProcessor(SpanProcessor):
                 if state is not None:
                     self._joined[run_id] = state
             return state
+
+
+def _known_status(value: str) -> bool:
+    try:
+        return RunStatus.coerce(value).terminal
+    except ValueError:
+        return False

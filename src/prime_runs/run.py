@@ -11,7 +11,7 @@ from opentelemetry import context as otel_context
 from opentelemetry import trace
 from opentelemetry.trace import Status, StatusCode
 
-from . import _exit, semconv
+from . import _exit, _records, semconv
 from ._encode import EPISODE, encode
 from ._state import RAISE, RunState
 from .errors import PrimeRunsError, RecordError, RunFinishedError
@@ -152,11 +152,17 @@ class Run:
         if state is None:
             return
         try:
-            state.check_open()
             items = _as_records(records)
         except PrimeRunsError as exc:
-            self._bad_input(exc, 0)
+            self._bad_input(exc, 1)
             return
+        if state.finishing:
+            items = list(items)
+            try:
+                state.check_open()
+            except RunFinishedError as exc:
+                self._bad_input(exc, len(items))
+                return
         for record in items:
             try:
                 encoded = encode(record, state.run_id, state.identity.kind)
@@ -190,6 +196,9 @@ class Run:
         env = record.get("env")
         if kind == EPISODE and isinstance(env, Mapping) and isinstance(env.get("id"), str):
             attributes[semconv.RECORD_ENV] = env["id"]
+        reward = _span_reward(kind, record)
+        if reward is not None:
+            attributes[semconv.RECORD_REWARD] = reward
         # The payload travels beside the span (already journaled and queued), so the
         # user's other exporters are not handed a megabyte attribute.
         span = self._tracer.start_span(
@@ -293,6 +302,22 @@ class Run:
                 raise
             # The original exception propagates; a teardown failure never replaces it.
             logger.warning("prime-runs: closing the run failed", exc_info=True)
+
+
+def _span_reward(kind: str, record: Mapping[str, Any]) -> float | None:
+    """The reward a reader would show: the summary trace's, for an episode."""
+    try:
+        if kind == EPISODE:
+            traces = record.get("traces")
+            if not isinstance(traces, list) or not traces:
+                return None
+            trace_record = traces[_records.summary_trace_index(traces)]
+        else:
+            trace_record = record
+        value = _records.reward(trace_record)
+        return float(value) if isinstance(value, (int, float)) else None
+    except Exception:  # an odd record shape only costs the attribute
+        return None
 
 
 def _is_cancelled(exc: BaseException) -> bool:
