@@ -46,7 +46,11 @@ def _per_run(scenario: str, result: dict[str, Any]) -> dict[str, float]:
             "acked_pct": 100.0 * _acked(result) / episodes,
             "finish_s": result["finish_s"],
             "wall_s": result["wall_s"],
-        }
+        } | (
+            {"standin_cpu_per_1k": 1000.0 * result["standin_cpu_s"] / episodes}
+            if "standin_cpu_s" in result
+            else {}
+        )
     if scenario in ("producer", "outage"):
         prefix = "" if scenario == "producer" else "outage_"
         latency = result["latency"]

@@ -186,7 +186,10 @@ def run_child(
             from prime_runs.testing import StandInPlatform
 
             with StandInPlatform() as stand_in:
+                # The harness idles while the child runs: its CPU is the stand-in's.
+                cpu0 = time.process_time()
                 result = _drive(command, args, _child_env(home, stand_in.env()), stand_in, log_dir)
+                result["standin_cpu_s"] = time.process_time() - cpu0
                 if scenario == "burst":
                     stand_in.unstall()
                 else:

@@ -35,4 +35,7 @@ def test_without_a_journal_drops_stay_dropped(prime_env, episodes):
     prime_env.unstall()
     run.finish(timeout=60)
     assert run.dropped_records == dropped
-    assert len(prime_env.episodes) == len(episodes) - dropped
+    lost_for_traces = dropped + run.failed_records.get("traces", 0)
+    assert len(prime_env.episodes) == len(episodes) - lost_for_traces
+    lost_for_samples = dropped + run.failed_records.get("eval_samples", 0)
+    assert len(prime_env.samples(run.id)) == len(episodes) - lost_for_samples

@@ -123,6 +123,22 @@ def test_a_second_sync_uploads_nothing(prime_env, episodes):
     assert len(prime_env.evaluations) == 1
 
 
+def test_show_finds_a_synced_run_by_its_platform_id(prime_env, episodes, capsys):
+    run = _offline_run(episodes[:2])
+    assert main(["sync"]) == 0
+    (eval_id,) = prime_env.evaluations
+    capsys.readouterr()
+
+    assert main(["show", eval_id]) == 0
+
+    out = capsys.readouterr().out
+    assert out.startswith(f"run {run.id}\n")
+    assert f"platform id:  {eval_id}" in out
+    assert "completed (closed on the platform)" in out
+    assert "traces:       2/2 acknowledged, 0 pending" in out
+    assert "pending:      -" in out
+
+
 @pytest.mark.parametrize(
     ("route", "landed"),
     [
@@ -213,8 +229,11 @@ def test_online_run_whose_producer_was_killed_is_closed_as_crashed(prime_env, ep
         os.kill(os.getpid(), signal.SIGKILL)
         """
     )
+    # Nothing lands while it runs, so whatever the kill interrupts is deterministic.
+    prime_env.outage(routes=["traces_upload", "samples_append"])
     killed = subprocess.run([sys.executable, "-c", producer], capture_output=True, timeout=60)
     assert killed.returncode == -signal.SIGKILL
+    prime_env.recover()
     ls = _cli("ls")
     assert "crashed?" in ls.stdout
 
@@ -277,7 +296,7 @@ def test_a_rejected_record_is_reported_once_and_not_resent(prime_env, episodes, 
 
     out = capsys.readouterr().out
     assert f"{run.id}: FAILED:" in out and "1 traces rejected (HTTP 400 invalid_trace" in out
-    ((eval_id, evaluation),) = prime_env.evaluations.items()
+    ((evaluation),) = prime_env.evaluations.values()
     assert evaluation["finalize_count"] == 1  # the rest landed: the run is closed
     assert set(prime_env.episodes) == {e["id"] for i, e in enumerate(episodes[:4]) if i != 1}
     uploads = len(prime_env.requests_for("traces_upload"))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import secrets
@@ -92,6 +93,11 @@ def describe(
     return {
         "name": opts.name,
         "environments": [e.label for e in environments],
+        # Exactly as given (ids, slugs, version pins), so `sync` resolves the same ones.
+        "environment_refs": [
+            {k: v for k, v in dataclasses.asdict(e).items() if v} for e in environments
+        ],
+        "sinks": [s for s, on in (("traces", opts.traces), ("eval_samples", opts.samples)) if on],
         "model": opts.model,
         "framework": opts.framework,
         "description": opts.description,

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from ._archive import RunArchive
+from ._archive import REJECTED, SKIPPED, RunArchive, settled_name
 from ._encode import Encoded
 from ._json import sanitize_nonfinite
 from .errors import PrimeRunsError, RunFinishedError
@@ -187,12 +187,24 @@ class RunState:
 
     def on_outcome(self, worker: Any, outcome: Outcome) -> None:
         sink = worker.name
-        if outcome.acked and self.archive is not None:
-            keys = [i.key for i in outcome.acked if i.key is not None]
-            try:
-                self.archive.ack(sink, keys)
-            except OSError as exc:
-                self.report(f"could not record {sink} acknowledgements in the archive: {exc}")
+        if self.archive is not None:
+            # Settled records (stored, rejected for their content, or not for this sink)
+            # are not pending: `prime-runs sync` never resends them.
+            for name, items in (
+                (sink, outcome.acked),
+                (
+                    settled_name(sink, REJECTED),
+                    [i for i, _ in outcome.rejected if _is_record_rejection(_)],
+                ),
+                (settled_name(sink, SKIPPED), outcome.skipped if not outcome.quiet else []),
+            ):
+                keys = [i.key for i in items if i.key is not None]
+                if not keys:
+                    continue
+                try:
+                    self.archive.ack(name, keys)
+                except OSError as exc:
+                    self.report(f"could not record {sink} acknowledgements in the archive: {exc}")
         with self._lock:
             if outcome.acked:
                 self._add(self.counters.acked, sink, len(outcome.acked))
@@ -364,6 +376,23 @@ class RunState:
         self.summary_acc = SummaryAccumulator()
         for worker in self.workers:
             worker.after_fork()
+
+
+def _is_record_rejection(reason: str) -> bool:
+    # Only rejections of the record's own content are final; a retired sink or a
+    # missed deadline leaves the record pending for `prime-runs sync`.
+    return reason.startswith(
+        (
+            "HTTP 400",
+            "HTTP 409",
+            "HTTP 413",
+            "HTTP 422",
+            "invalid_trace",
+            "trace_too_large",
+            "no v0 row",
+            "row of",
+        )
+    )
 
 
 def _record_id(record: Any) -> str | None:

@@ -70,28 +70,32 @@ class SyncReport:
 def sync_run(
     info: RunInfo, settings: Settings, progress: Progress, *, claimed: set[str]
 ) -> SyncReport:
-    """Sync one run. ``claimed``: platform ids other local runs hold (never adopted)."""
+    """Sync one run. ``claimed``: platform ids other local runs hold (never adopted).
+    Never raises for the run's own failures (they are the report's message)."""
     run_id = info.run_id
     if info.running:
         pid = info.status_doc.get("pid")
         return SyncReport(run_id, False, f"still running (pid {pid}); not touched", skipped=True)
-    with _locked(info.archive) as got:
-        if not got:
-            return SyncReport(
-                run_id, False, "another prime-runs sync is working on it", skipped=True
-            )
-        info = inspect(info.archive)  # fresh, under the lock
-        if info.running:
-            return SyncReport(run_id, False, "still running; not touched", skipped=True)
-        client = PlatformClient(settings)
-        try:
-            return _Syncer(info, settings, client, progress, claimed).run()
-        except SyncError as exc:
-            return SyncReport(run_id, False, str(exc), platform_id=info.platform.get("id"))
-        finally:
-            client.close()
-            info.archive.close()
-            progress.finish()
+    try:
+        with _locked(info.archive) as got:
+            if not got:
+                return SyncReport(
+                    run_id, False, "another prime-runs sync is working on it", skipped=True
+                )
+            info = inspect(info.archive)  # fresh, under the lock
+            if info.running:
+                return SyncReport(run_id, False, "still running; not touched", skipped=True)
+            client = PlatformClient(settings)
+            try:
+                return _Syncer(info, settings, client, progress, claimed).run()
+            finally:
+                client.close()
+                info.archive.close()
+                progress.finish()
+    except SyncError as exc:
+        return SyncReport(run_id, False, str(exc), platform_id=info.platform.get("id"))
+    except (PrimeRunsError, OSError) as exc:
+        return SyncReport(run_id, False, f"{type(exc).__name__}: {exc}")
 
 
 @contextmanager

@@ -117,7 +117,9 @@ class Run:
     @property
     def failed_records(self) -> dict[str, int]:
         """Per sink, records that sink did not store. Never sum across sinks."""
-        return dict(self._state.counters.failed) if self._state else {}
+        if self._state is None:
+            return {}
+        return {sink: n for sink, n in self._state.counters.failed.items() if n}
 
     @property
     def acknowledged_records(self) -> dict[str, int]:

@@ -30,7 +30,9 @@ class Outcome:
     """
 
     acked: list[Item] = field(default_factory=list)
-    # Rejected for their own sake: resending the same bytes cannot succeed.
+    # Rejected for their own sake: resending the same bytes cannot succeed. A reason starts
+    # "HTTP <status>" (the platform refused it), or names the local check ("invalid_trace",
+    # "trace_too_large", "row of ...", "no v0 row"); a retired sink's reason is anything else.
     rejected: list[tuple[Item, str]] = field(default_factory=list)
     # Not stored because of a transient failure (or not attempted): worth another try later.
     retry: list[Item] = field(default_factory=list)

@@ -65,7 +65,7 @@ class SamplesSink:
     # -- projection ----------------------------------------------------------------
 
     def _project(self, item: Item) -> list[Row]:
-        rows = project_episode_bytes(item.data, self._counters)
+        rows = project_episode_bytes(item.data, self._counters, max_request_bytes=self._limit)
         if len(rows) == 1 and item.kind == "episode" and item.record_id is not None:
             return [(item.record_id, rows[0])]  # the summary row is keyed by the episode id
         return [(str(json.loads(row).get("sample_id")), row) for row in rows]
@@ -123,8 +123,8 @@ class SamplesSink:
             too_big = [r for r in p.rows if ENVELOPE_BYTES + len(r[1]) > self._limit]
             if too_big:
                 lost[id(p.item)] = (
-                    f"a v0 row of {len(too_big[0][1]):,} bytes exceeds the "
-                    f"{self._limit:,}-byte request limit"
+                    f"row of {len(too_big[0][1]):,} bytes exceeds the "
+                    f"{self._limit:,}-byte request limit (v0 sample row)"
                 )
         work.extend(
             self._pack([(p, row) for p in todo if id(p.item) not in lost for row in p.rows])
@@ -149,8 +149,9 @@ class SamplesSink:
                     work.appendleft(batch[half:])
                     work.appendleft(batch[:half])
                     continue
-                for p, row in batch:
-                    lost.setdefault(id(p.item), result.failed.get(row[0], str(result.error)))
+                reason = _rejection(result.error)
+                for p, _ in batch:
+                    lost.setdefault(id(p.item), reason)
                 continue
             # Transient or sink-wide: stop here; nothing later is attempted this round.
             rest = [p for b in work for p, _ in b]
@@ -214,6 +215,12 @@ class SamplesSink:
     def after_fork(self) -> None:
         # PlatformClient opens a fresh pool in a new process by itself.
         self._waiting = {}
+
+
+def _rejection(error: BaseException | None) -> str:
+    """``HTTP <status>: ...``, the form every sink gives a record rejection."""
+    status = getattr(error, "status_code", None)
+    return f"HTTP {status}: {error}" if status else f"{type(error).__name__}: {error}"
 
 
 def _unique(rows: list[_Rows]) -> list[_Rows]:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import gzip
 import hashlib
 import logging
+import operator
 import random
 from collections import deque
 from collections.abc import Callable
@@ -38,6 +39,9 @@ RETRY_AFTER_CAP = 60.0
 REQUEST_TIMEOUT = 120.0
 CONNECT_TIMEOUT = 10.0
 MIN_ATTEMPT_TIMEOUT = 1.0
+# Extra requests one export may spend halving rejected batches. One bad line in 2,000
+# costs about 22; a service that refuses every line (a skewed clock) must not cost thousands.
+SPLIT_BUDGET = 64
 # Gzip is transport-only (the digest covers the uncompressed bytes). Level 1 costs
 # a fraction of the default level's CPU for JSON and still shrinks it several-fold.
 GZIP_LEVEL = 1
@@ -134,6 +138,10 @@ class TracesSink:
         self._max_attempts = max_attempts
         self._transport = transport
         self._client: _Client | None = None
+        # The batch whose last attempt failed transiently: it may have been stored, so it
+        # is resent as exactly the same bytes (same key, a replayed receipt), never merged
+        # with records queued since.
+        self._unsettled: list[Item] | None = None
         self.receipts = 0
 
     def __repr__(self) -> str:
@@ -167,7 +175,9 @@ class TracesSink:
                 )
             else:
                 sendable.append(item)
-        work = deque(_batches(sendable))
+        pinned, sendable = self._pinned(sendable)
+        work = deque([*pinned, *_batches(sendable)])
+        budget = SPLIT_BUDGET
         while work:
             batch = work.popleft()
             error = self._upload(batch, deadline)
@@ -177,10 +187,11 @@ class TracesSink:
                 continue
             if _is_rejection(error):
                 code = getattr(error, "code", None)
-                if len(batch) == 1 or code in _REQUEST_LEVEL_CODES:
+                if len(batch) == 1 or code in _REQUEST_LEVEL_CODES or budget < 2:
                     outcome.rejected.extend((item, _reason(error)) for item in batch)
                 else:
                     # One bad line must not cost its neighbours: halve until it stands alone.
+                    budget -= 2
                     half = len(batch) // 2
                     work.appendleft(batch[half:])
                     work.appendleft(batch[:half])
@@ -190,6 +201,7 @@ class TracesSink:
             for rest in work:
                 outcome.retry.extend(rest)
             if isinstance(error, _TRANSIENT):
+                self._unsettled = batch
                 outcome.retry_reason = _reason(error)
                 outcome.retry_after = getattr(error, "retry_after", None)
             else:
@@ -201,6 +213,14 @@ class TracesSink:
                 )
             break
         return outcome
+
+    def _pinned(self, items: list[Item]) -> tuple[list[list[Item]], list[Item]]:
+        """The unsettled batch, if ``items`` start with it, and the items after it."""
+        batch, self._unsettled = self._unsettled, None
+        head = items[: len(batch)] if batch else []
+        if batch and len(head) == len(batch) and all(map(operator.is_, batch, head)):
+            return [batch], items[len(batch) :]
+        return [], items
 
     def _upload(self, batch: list[Item], deadline: Deadline) -> BaseException | None:
         """Send one batch, replaying the same bytes on transient failures; the last error
@@ -241,6 +261,7 @@ class TracesSink:
 
     def after_fork(self) -> None:
         self._client = None  # the parent's pool; never closed from the child
+        self._unsettled = None
 
 
 def _batches(items: list[Item]) -> list[list[Item]]:
