@@ -464,3 +464,43 @@ def test_concurrent_producers_lose_nothing(prime_env: StandInPlatform, tmp_path:
     run.finish()
     _stored_once(prime_env, run.id, [r for b in batches for r in b])
     assert run.acknowledged_records == {"traces": 200, "eval_samples": 200}
+
+
+# -- these need the lead's _state/_open patch (exporter report); the marker goes with it --
+
+_NEEDS_STATE_PATCH = pytest.mark.xfail(
+    reason="needs RunState.on_late_outcome / retired-aware ingest", strict=False
+)
+
+
+@_NEEDS_STATE_PATCH
+def test_records_after_both_sinks_retired_are_failures_not_drops(
+    prime_env: StandInPlatform, tmp_path: Path
+) -> None:
+    run = _init(prime_env, tmp_path)
+    prime_env.outage(503, routes=["traces_upload", "samples_append", "samples_list"])
+    run.log_episodes(EPISODES[:2])
+    run.flush(20)
+    assert all(w.retired for w in run._state.workers)  # type: ignore[union-attr]
+    run.log_episodes(EPISODES[2:])  # no queue was full: these are per-sink failures
+    run.finish(timeout=20)
+    assert run.dropped_records == 0
+    assert run.failed_records == {"traces": len(EPISODES), "eval_samples": len(EPISODES)}
+
+
+@_NEEDS_STATE_PATCH
+def test_a_late_receipt_is_journaled_so_sync_will_not_resend_it(
+    prime_env: StandInPlatform, tmp_path: Path
+) -> None:
+    run = _init(prime_env, tmp_path)
+    prime_env.stall("traces_upload", 60)
+    run.log_episodes(EPISODES[:3])
+    _wait_for(lambda: prime_env.requests_for("traces_upload") != [], "the stalled upload")
+    try:
+        run.finish(timeout=1.0)
+    finally:
+        prime_env.unstall()
+    workers = run._state.workers  # type: ignore[union-attr]
+    _wait_for(lambda: not any(w._thread and w._thread.is_alive() for w in workers), "workers")
+    acked = run._state.archive.acknowledged()  # type: ignore[union-attr]
+    assert len(acked.get("traces", ())) == len(prime_env.episodes) > 0

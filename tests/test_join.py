@@ -13,7 +13,7 @@ import pytest
 from opentelemetry import baggage, trace
 
 import prime_runs as pr
-from prime_runs import _join, api, semconv
+from prime_runs import _join, semconv
 from prime_runs._archive import RunArchive
 from prime_runs._ids import SecureIdGenerator
 from prime_runs.errors import ConfigurationError
@@ -21,10 +21,6 @@ from prime_runs.testing import StandInPlatform
 
 ROOT = Path(__file__).resolve().parent.parent
 
-# Run.context() is a method on the handle (patch to run.py); until it lands the tests
-# build the same carrier through _join.carrier, which the method delegates to.
-HAS_CONTEXT = hasattr(pr.Run, "context")
-USES_SECURE_IDS = hasattr(api, "ID_GENERATOR")
 
 WORKER = r"""
 import json, sys, time
@@ -41,9 +37,7 @@ print(json.dumps({"id": run.id, "mode": run.mode, "owner": run._state.owner}))
 
 
 def _carrier(run: pr.Run, env: bool = False) -> dict[str, str]:
-    if HAS_CONTEXT:
-        return run.context(env=env)
-    return _join.carrier(run.span, run.id, run.mode, env=env)
+    return run.context(env=env)
 
 
 def _episode(tag: str) -> dict[str, object]:
@@ -90,7 +84,6 @@ def test_carrier_is_w3c_traceparent_and_baggage_with_the_run_id() -> None:
         run.finish()
 
 
-@pytest.mark.xfail(not HAS_CONTEXT, reason="Run.context() not applied to run.py yet", strict=True)
 def test_run_context_method() -> None:
     run = pr.init(name="context")
     try:
@@ -180,7 +173,6 @@ def test_offline_worker_journals_into_the_owners_archive(isolated_env: Path) -> 
 # -- the examples ------------------------------------------------------------------------
 
 
-@pytest.mark.skipif(not HAS_CONTEXT, reason="the examples use Run.context()")
 @pytest.mark.parametrize(
     "example",
     ["subprocess_worker.py", "multiprocessing_pool.py"],
@@ -225,7 +217,6 @@ def test_default_ids_repeat_under_random_seed_but_ours_do_not() -> None:
     assert _python(SEEDED, env, "secure") != _python(SEEDED, env, "secure")
 
 
-@pytest.mark.xfail(not USES_SECURE_IDS, reason="api.py does not use _ids yet", strict=True)
 def test_seeded_runs_get_different_trace_ids() -> None:
     env = dict(os.environ)
     assert _python(SEEDED_RUN, env) != _python(SEEDED_RUN, env)

@@ -13,6 +13,7 @@ from opentelemetry import trace
 from opentelemetry.sdk.trace import TracerProvider
 
 from . import _exit, semconv
+from ._ids import ID_GENERATOR
 from ._join import context_to_join, join_state
 from ._open import RunOptions, open_state
 from ._state import RunState
@@ -44,7 +45,7 @@ def _sdk_provider(tracer_provider: object | None) -> TracerProvider:
         # No SDK provider configured: use one of our own, never installed globally, so
         # the application can still set its own later.
         if _private_provider is None or os.getpid() != getattr(_private_provider, "_pr_pid", 0):
-            _private_provider = TracerProvider(shutdown_on_exit=False)
+            _private_provider = TracerProvider(shutdown_on_exit=False, id_generator=ID_GENERATOR)
             _private_provider._pr_pid = os.getpid()  # type: ignore[attr-defined]
         return _private_provider
 
@@ -81,7 +82,8 @@ def configure_exporter(
         if isinstance(current, TracerProvider):
             tracer_provider = current
         else:
-            tracer_provider = TracerProvider()
+            # Seed-proof ids: random.seed() in the application must not repeat them.
+            tracer_provider = TracerProvider(id_generator=ID_GENERATOR)
             trace.set_tracer_provider(tracer_provider)
     provider = _sdk_provider(tracer_provider)
     with _lock:
@@ -150,7 +152,7 @@ def init(
     if join is not False and id is None and mode != DISABLED:
         ctx = context_to_join(join if isinstance(join, Mapping) else None)
         if ctx is not None:
-            return _join(ctx, opts, tracer_provider)
+            return _join(ctx, opts, tracer_provider, handle_signals)
     provider = _sdk_provider(tracer_provider)  # checked before anything is created
     state = open_state(opts)
     if state is None:
@@ -167,7 +169,9 @@ def init(
     return run
 
 
-def _join(ctx: otel_context.Context, opts: RunOptions, tracer_provider: object) -> Run:
+def _join(
+    ctx: otel_context.Context, opts: RunOptions, tracer_provider: object, handle_signals: bool
+) -> Run:
     from opentelemetry import baggage
 
     run_id = str(baggage.get_baggage(semconv.BAGGAGE_RUN_ID, ctx))
@@ -180,11 +184,15 @@ def _join(ctx: otel_context.Context, opts: RunOptions, tracer_provider: object) 
     if state is None:
         return Run(None, span=parent, tracer=None, mode=DISABLED, run_id=run_id)
     provider = _sdk_provider(tracer_provider)
-    configure_exporter(provider)
+    # Spans under the joined context reach the processor as remote children: hand it
+    # this state so it does not open a second one for the same run.
+    configure_exporter(provider).adopt(run_id, state)
     tracer = provider.get_tracer("prime_runs", __version__)
     run = Run(state, span=parent, tracer=tracer, mode=state.identity.mode, run_id=run_id)
     run._ctx = ctx
     _set_current(run)
+    if handle_signals:
+        _exit.install_signal_handlers()
     return run
 
 

@@ -19,7 +19,7 @@ from opentelemetry import context as otel_context
 from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
 from opentelemetry.trace import SpanContext, StatusCode
 
-from . import semconv
+from . import _exit, semconv
 from ._encode import encode
 from ._open import RunOptions, open_state
 from ._state import RunState
@@ -118,6 +118,7 @@ class RunProcessor(SpanProcessor):
             if state is None:
                 return
         state.span = span
+        _exit.track_state(state)  # reset in forked children, drained there at exit
         with self._lock:
             self._runs[span.context.span_id] = state
         span.set_attribute(semconv.RUN_ID, state.run_id)
@@ -205,6 +206,11 @@ class RunProcessor(SpanProcessor):
         state.ingest(encoded)
 
     # -- joined runs ---------------------------------------------------------------------
+
+    def adopt(self, run_id: str, state: RunState) -> None:
+        """Use ``state`` (opened by ``init()`` joining ``run_id``) for spans of that run."""
+        with self._lock:
+            self._joined.setdefault(run_id, state)
 
     def _join(self, parent_context: otel_context.Context | None) -> RunState | None:
         run_id = baggage.get_baggage(semconv.BAGGAGE_RUN_ID, parent_context)

@@ -13,6 +13,7 @@ from opentelemetry.trace import Status, StatusCode
 
 from . import _exit, _records, semconv
 from ._encode import EPISODE, encode
+from ._join import carrier
 from ._state import RAISE, RunState
 from .errors import PrimeRunsError, RecordError, RunFinishedError
 from .status import RunStatus
@@ -96,6 +97,18 @@ class Run:
     def span(self) -> trace.Span:
         """The run's root OpenTelemetry span."""
         return self._span
+
+    def context(self, env: bool = False) -> dict[str, str]:
+        """The W3C carrier that lets another process or host log into this run.
+
+        ``{"traceparent", "baggage"}`` (the baggage carries ``prime.run.id`` and
+        ``prime.run.mode``), or with ``env=True`` the ``TRACEPARENT``/``BAGGAGE``
+        environment form for a subprocess. ``prime_runs.init()`` in a process
+        whose environment or context carries it, or ``init(join=carrier)``, joins
+        this run instead of creating another; only this process closes it.
+        Empty for a disabled run.
+        """
+        return carrier(self._span, self.id, self.mode, env=env)
 
     @property
     def archive_path(self) -> str | None:
