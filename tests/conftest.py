@@ -22,6 +22,11 @@ def episodes() -> list[dict]:
     return load_jsonl("episodes.jsonl")
 
 
+@pytest.fixture
+def traces_records() -> list[dict]:
+    return load_jsonl("traces.jsonl")
+
+
 @pytest.fixture(autouse=True)
 def isolated_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
     """No developer settings leak in: no key, no config file, archive under tmp."""

@@ -466,14 +466,9 @@ def test_concurrent_producers_lose_nothing(prime_env: StandInPlatform, tmp_path:
     assert run.acknowledged_records == {"traces": 200, "eval_samples": 200}
 
 
-# -- these need the lead's _state/_open patch (exporter report); the marker goes with it --
-
-_NEEDS_STATE_PATCH = pytest.mark.xfail(
-    reason="needs RunState.on_late_outcome / retired-aware ingest", strict=False
-)
+# -- retired sinks and late outcomes --
 
 
-@_NEEDS_STATE_PATCH
 def test_records_after_both_sinks_retired_are_failures_not_drops(
     prime_env: StandInPlatform, tmp_path: Path
 ) -> None:
@@ -488,7 +483,6 @@ def test_records_after_both_sinks_retired_are_failures_not_drops(
     assert run.failed_records == {"traces": len(EPISODES), "eval_samples": len(EPISODES)}
 
 
-@_NEEDS_STATE_PATCH
 def test_a_late_receipt_is_journaled_so_sync_will_not_resend_it(
     prime_env: StandInPlatform, tmp_path: Path
 ) -> None:

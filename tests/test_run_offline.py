@@ -117,13 +117,6 @@ def test_span_tree_on_a_users_provider(span_capture, episodes, traces_records):
     assert spans[2].attributes[semconv.RECORD_KIND] == "trace"
 
 
-@pytest.fixture
-def traces_records() -> list[dict]:
-    from conftest import load_jsonl
-
-    return load_jsonl("traces.jsonl")
-
-
 def test_summary_defaults_to_the_episodes_seen_and_an_explicit_one_wins(episodes):
     run = pr.init(name="x", environments=["e"], mode="offline")
     run.log_episodes(episodes)

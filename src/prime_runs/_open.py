@@ -272,7 +272,11 @@ def wire_sinks(
             team_id=settings.team_id,
             context=dict(context),
         )
-        state.workers.append(SinkWorker(sink, on_outcome=state.on_outcome))
+        state.workers.append(
+            SinkWorker(sink, on_outcome=state.on_outcome, on_late=state.on_late_outcome)
+        )
     if opts is None or opts.samples:
         samples = SamplesSink(PlatformClient(settings), registration.id)
-        state.workers.append(SinkWorker(samples, on_outcome=state.on_outcome))
+        state.workers.append(
+            SinkWorker(samples, on_outcome=state.on_outcome, on_late=state.on_late_outcome)
+        )

@@ -6,6 +6,7 @@ drive a run through this object, so the three entry points behave the same.
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import threading
@@ -15,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ._archive import REJECTED, SKIPPED, RunArchive, settled_name
-from ._encode import Encoded
+from ._encode import Encoded, traces_problem
 from ._json import sanitize_nonfinite
 from .errors import PrimeRunsError, RunFinishedError
 from .exporters._base import Item, Outcome
@@ -149,22 +150,23 @@ class RunState:
             self.counters.logged += 1
             if not refused:
                 return
-            live = [w for w in self.workers if not w.quiet]
-            if live and all(w in refused for w in live):
+            # A retired sink's refusal is that sink's failure (or a quiet skip); "dropped"
+            # is only a record every open sink refused because its queue was full.
+            full = [w for w in refused if w.retired is None]
+            open_ = [w for w in self.workers if w.retired is None]
+            dropped = bool(full) and len(full) == len(open_)
+            if dropped:
                 self.counters.dropped += 1
-            else:
-                for worker in refused:
-                    if worker.quiet:
-                        self._add(self.counters.skipped, worker.name, 1)
-                    else:
-                        self._add(self.counters.failed, worker.name, 1)
+            for worker in refused:
+                if worker.quiet:
+                    self._add(self.counters.skipped, worker.name, 1)
+                elif not (dropped and worker in full):
+                    self._add(self.counters.failed, worker.name, 1)
             if key is not None:
                 # A full queue (not a retired sink) is retried from the journal at finish.
                 full = [w.name for w in refused if w.retired is None]
                 if full:
-                    self._refused.append(
-                        (key, item.kind, tuple(full), len(refused) == len(self.workers))
-                    )
+                    self._refused.append((key, item.kind, tuple(full), dropped))
 
     _restamps = 0
 
@@ -222,6 +224,16 @@ class RunState:
             self.report(f"{sink}: sink stopped for this run: {outcome.retire}")
         elif outcome.retire is not None:
             logger.info("prime-runs: %s sink switched off: %s", sink, outcome.retire)
+
+    def on_late_outcome(self, worker: Any, outcome: Outcome) -> None:
+        """A batch that settled after ``finish()`` gave up on it: the counters already hold
+        it as unsent, so only the archive learns what landed (sync will not resend it)."""
+        keys = [i.key for i in outcome.acked if i.key is not None]
+        if keys and self.archive is not None:
+            try:
+                self.archive.ack(worker.name, keys)
+            except OSError:
+                logger.debug("prime-runs: could not journal a late acknowledgement", exc_info=True)
 
     # -- flush and finish ---------------------------------------------------------
 
@@ -294,23 +306,20 @@ class RunState:
             except OSError:
                 continue
             with self._lock:
+                # Retired sinks' refusals stay counted as failures (as at refusal).
                 if dropped:
                     self.counters.dropped -= 1
-                    others = [w.name for w in self.workers if w.name not in sinks]
-                    for name in others:  # counted as failed for them, as at refusal
-                        self._add(self.counters.failed, name, 1)
                 else:
                     for name in sinks:
                         self._add(self.counters.failed, name, -1)
-            item = Item(kind, data, key)
+            item = _recovered_item(kind, data, key)
             for name in sinks:
-                worker = workers[name]
-                while not worker.put(item):
-                    if worker.retired is not None or time.monotonic() >= deadline:
-                        with self._lock:
-                            self._add(self.counters.failed, name, 1)
-                        break
-                    worker.drain(min(deadline, time.monotonic() + 0.2))
+                if not workers[name].put_wait(item, deadline):
+                    with self._lock:
+                        self._add(self.counters.failed, name, 1)
+        with self._lock:  # a record refused and then recovered is no loss at all
+            for name in [n for n, v in self.counters.failed.items() if v == 0]:
+                del self.counters.failed[name]
         for worker in self.workers:
             worker.drain(deadline)
 
@@ -393,6 +402,17 @@ def _is_record_rejection(reason: str) -> bool:
             "row of",
         )
     )
+
+
+def _recovered_item(kind: str, data: bytes, key: Any) -> Item:
+    """An item re-read from the journal, validated like one handed over at log time."""
+    try:
+        record = json.loads(data)
+    except ValueError:
+        return Item(kind, data, key)
+    if not isinstance(record, dict):
+        return Item(kind, data, key)
+    return Item(kind, data, key, traces_problem(kind, record), _record_id(record))
 
 
 def _record_id(record: Any) -> str | None:
