@@ -76,7 +76,7 @@ class RunState:
         self.owner = owner  # only the owning process closes the run out
         self._closer = closer
         self._lock = threading.RLock()
-        self._finish_lock = threading.Lock()
+        self._finish_lock = threading.RLock()  # a signal handler may re-enter
         self.counters = Counters()
         self.summary_acc = SummaryAccumulator()
         self.workers: list[Any] = []  # SinkWorker, attached by the online wiring
@@ -255,15 +255,18 @@ class RunState:
                 return False
             self.finishing = True
         deadline = time.monotonic() + (DEFAULT_FINISH_TIMEOUT if timeout is None else timeout)
+        # Keep part of the budget for the close-out, so a stalled upload cannot leave the
+        # run RUNNING on the platform; unsent records stay in the journal for sync.
+        send_by = deadline - min(5.0, (deadline - time.monotonic()) / 3)
         self.status = status
         self.error = error
         self.summary = dict(summary) if summary is not None else self.summary_acc.result()
         # Drain before closing: the platform computes statistics at finalize.
         for worker in self.workers:
-            worker.drain(deadline)
-        self._recover_refused(deadline)
+            worker.drain(send_by)
+        self._recover_refused(send_by)
         for worker in self.workers:
-            left = worker.close(deadline)
+            left = worker.close(send_by)
             if left:
                 with self._lock:
                     self._add(self.counters.failed, worker.name, left)
@@ -380,9 +383,12 @@ class RunState:
     def after_fork(self) -> None:
         """In a forked child: own nothing of the parent's but the run's identity."""
         self._lock = threading.RLock()
-        self._finish_lock = threading.Lock()
+        self._finish_lock = threading.RLock()  # a signal handler may re-enter
         self.counters = Counters()
         self.summary_acc = SummaryAccumulator()
+        self._first_error = None
+        self._raised = False
+        self._refused = []
         for worker in self.workers:
             worker.after_fork()
 
