@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from fake_model import MODEL_ID, FakeModel
 
 E2E_DIR = Path(__file__).resolve().parent

@@ -11,10 +11,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from fake_model import MODEL_ID, FakeModel, Request
 
 import prime_runs as pr
 from conftest import TASKSET_ID, EvalRun, run_vf_eval
+from fake_model import MODEL_ID, FakeModel, Request
 from prime_runs.testing import StandInPlatform
 
 # Every rollout of a row gets the same reward (the canned model answers by prompt):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import openai
 import pytest
+
 from fake_model import MODEL_ID, FakeModel
 
 MESSAGES = [

@@ -9,9 +9,9 @@ import subprocess
 from pathlib import Path
 
 import verifiers
-from conftest import BIN, REPO, eval_env
 
 import prime_runs as pr
+from conftest import BIN, REPO, eval_env
 
 
 def test_verifiers_is_the_pinned_release() -> None:
