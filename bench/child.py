@@ -199,7 +199,7 @@ def burst(side: Any, generator: Generator, count: int, timebox: float) -> dict[s
 
 def main() -> None:
     params = json.loads(sys.argv[1])
-    side = sides.make(params["side"])
+    side = sides.make(params["side"], params.get("ours_init"))
     generator = Generator(salt=params.get("salt"))
     scenario = params["scenario"]
     if scenario == "burst":

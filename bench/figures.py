@@ -62,6 +62,9 @@ def _per_run(scenario: str, result: dict[str, Any]) -> dict[str, float]:
             f"{prefix}p99_over_encode": latency["p99"] / max(result["encode"]["p99"], 1e-9),
             f"{prefix}acked_pct": 100.0 * _acked(result) / result["episodes"],
         }
+        requests = (result.get("platform") or {}).get("requests")
+        if requests is not None:
+            figures[f"{prefix}requests_per_1k"] = 1000.0 * requests / result["episodes"]
         return figures
     if scenario == "burst":
         size = result["burst"]
@@ -86,7 +89,9 @@ def aggregate(raw: list[dict[str, Any]]) -> dict[str, dict[str, float]]:
 
 
 def ratio(num: float | None, den: float | None) -> float | None:
-    if num is None or den is None or den <= 0 or num < 0:
+    """``num / den``; None when either is missing or negative, or the denominator is
+    (next to) zero, like a floor's finish time, where a ratio says nothing."""
+    if num is None or den is None or den <= 0 or num < 0 or num > 1000 * den:
         return None
     return num / den
 

@@ -146,6 +146,7 @@ def _platform_counts(stand_in: Any, run_id: str | None) -> dict[str, Any]:
         "episode_rewrites": sum(writes.get(episode_id, 1) - 1 for episode_id in episodes),
         "samples": len(stand_in.samples(run_id)),
         "uploads": len(stand_in.receipts),
+        "requests": len(stand_in.requests),
         "finalize_count": evaluation.get("finalize_count", 0),
         "status": evaluation.get("status"),
         "server_errors": len(stand_in.server_errors),

@@ -39,6 +39,11 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--sides", default=",".join(figures.SIDES))
     parser.add_argument("--scenarios", default=",".join(SCENARIOS))
     parser.add_argument("--out", type=Path, default=harness.BENCH_DIR / "results.json")
+    parser.add_argument(
+        "--ours-init",
+        type=json.loads,
+        help="extra pr.init keyword arguments for our sides, as JSON (e.g. '{\"journal\": false}')",
+    )
     parser.add_argument("--report", type=Path, help="print the tables of a saved results file")
     parser.add_argument(
         "--profile",
@@ -76,13 +81,18 @@ def _plan(args: argparse.Namespace) -> tuple[list[tuple[int, str, str, dict[str,
                     continue  # a floor has no network to lose
                 salt += 1
                 params = {"count": episodes, "work_iters": work_iters, "salt": salt}
+                if args.ours_init:
+                    params["ours_init"] = args.ours_init
                 plan.append((rep, scenario, side, params))
     if "burst" in scenarios:
         # Memory is not noisy the way time is: one run per burst size.
         for size in bursts:
             for side in sides:
                 salt += 1
-                plan.append((0, "burst", side, {"burst": size, "timebox": timebox, "salt": salt}))
+                params = {"burst": size, "timebox": timebox, "salt": salt}
+                if args.ours_init:
+                    params["ours_init"] = args.ours_init
+                plan.append((0, "burst", side, params))
     settings = {
         "runs": runs,
         "episodes": episodes,
@@ -93,6 +103,7 @@ def _plan(args: argparse.Namespace) -> tuple[list[tuple[int, str, str, dict[str,
         "sides": sides,
         "scenarios": scenarios,
         "quick": args.quick,
+        "ours_init": args.ours_init,
     }
     return plan, settings
 

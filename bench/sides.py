@@ -121,14 +121,14 @@ class Peer:
 class Ours:
     """This project, default configuration (dual-write) or with the sample table off."""
 
-    def __init__(self, samples: bool = True) -> None:
-        self._samples = samples
+    def __init__(self, samples: bool = True, extra: dict[str, Any] | None = None) -> None:
+        self._extra: dict[str, Any] = {} if samples else {"samples": False}
+        self._extra.update(extra or {})
 
     def start(self) -> dict[str, Any]:
         import prime_runs as pr
 
-        extra: dict[str, Any] = {} if self._samples else {"samples": False}
-        self._run = pr.init(**_RUN, mode=None, **extra)
+        self._run = pr.init(**_RUN, mode=None, **self._extra)
         return {"run_id": self._run.id, "version": getattr(pr, "__version__", "?")}
 
     def log(self, payload: Any) -> None:
@@ -147,8 +147,9 @@ class Ours:
         }
 
 
-def make(side: str) -> Any:
-    """The adapter for ``side`` (one of ``INTERPRETER``)."""
+def make(side: str, ours_init: dict[str, Any] | None = None) -> Any:
+    """The adapter for ``side`` (one of ``INTERPRETER``); ``ours_init`` adds keyword
+    arguments to this project's ``pr.init`` (experiments, e.g. ``{"journal": false}``)."""
     if side == "json":
         return JsonFloor()
     if side == "otel":
@@ -156,7 +157,7 @@ def make(side: str) -> Any:
     if side == "peer":
         return Peer()
     if side == "ours":
-        return Ours(samples=True)
+        return Ours(samples=True, extra=ours_init)
     if side == "ours-nosamples":
-        return Ours(samples=False)
+        return Ours(samples=False, extra=ours_init)
     raise ValueError(f"unknown side {side!r}")
