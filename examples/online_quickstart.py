@@ -86,7 +86,7 @@ def main() -> None:
         print(f"  requests      {', '.join(f'{route} x{n}' for route, n in routes.items())}")
         print()
         print("What the SDK counted:")
-        print(f"  acknowledged  {run.acknowledged_records}")
+        print(f"  acknowledged  {dict(sorted(run.acknowledged_records.items()))}")
         print(f"  failed        {run.failed_records}, dropped {run.dropped_records}")
         print(f"  journal       {journaled} records in the run's local journal")
         if platform.server_errors:

@@ -228,3 +228,20 @@ def test_secure_ids_are_valid_and_distinct() -> None:
     traces = {generator.generate_trace_id() for _ in range(1000)}
     assert len(spans) == len(traces) == 1000
     assert all(0 < s < 2**64 for s in spans) and all(0 < t < 2**128 for t in traces)
+
+
+def test_a_forked_child_draws_other_ids_than_its_parent():
+    import os
+
+    from prime_runs._ids import ID_GENERATOR
+
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # child
+        os.write(write, str(ID_GENERATOR.generate_trace_id()).encode())
+        os._exit(0)
+    os.close(write)
+    os.waitpid(pid, 0)
+    child = int(os.read(read, 100).decode())
+    os.close(read)
+    assert child != ID_GENERATOR.generate_trace_id()

@@ -26,7 +26,7 @@ import json
 import os
 import secrets
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -84,6 +84,15 @@ class _Appender:
         start = self.offset
         _write_all(self._fd, data)
         self.offset = start + len(data)
+        return start
+
+    def write_line(self, data: bytes) -> int:
+        """``data`` plus a newline in one system call, without copying ``data``."""
+        start = self.offset
+        written = os.writev(self._fd, (data, b"\n"))
+        if written < len(data) + 1:  # rare: finish what the kernel did not take
+            _write_all(self._fd, (data + b"\n")[written:])
+        self.offset = start + len(data) + 1
         return start
 
     def close(self) -> None:
@@ -158,7 +167,7 @@ class RunArchive:
                 name = f"{kind}-{self._pid}-{self._nonce}.jsonl"
                 segment = _Appender(self.path / RECORDS_DIR / name)
                 self._segments[kind] = segment
-            offset = segment.write(data + b"\n")
+            offset = segment.write_line(data)
             return RecordKey(segment.path.name, offset)
 
     def ack(self, sink: str, keys: list[RecordKey]) -> None:
@@ -227,6 +236,19 @@ class RunArchive:
                 continue
             counts[kind] = counts.get(kind, 0) + lines
         return counts
+
+    def read_many(self, segment: str, offsets: Iterable[int]) -> Iterator[tuple[RecordKey, bytes]]:
+        """The records of one segment at ``offsets``, in offset order; unreadable ones skipped."""
+        try:
+            f = (self.path / RECORDS_DIR / segment).open("rb")
+        except OSError:
+            return
+        with f:
+            for offset in sorted(offsets):
+                f.seek(offset)
+                line = f.readline()
+                if line.endswith(b"\n"):
+                    yield RecordKey(segment, offset), line[:-1]
 
     def acknowledged(self) -> dict[str, set[RecordKey]]:
         """Sink name -> keys it acknowledged."""

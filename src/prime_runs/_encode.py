@@ -29,6 +29,7 @@ class Encoded:
     sanitized: bool  # non-finite numbers were written as null
     restamped: bool  # the record named a different run id, replaced on the copy
     problem: str | None  # what Prime Traces would reject in it (checked before sending)
+    owned: bool = False  # ``record`` came from to_record(): nobody else holds it
 
 
 def to_mapping(record: object) -> Mapping[str, Any]:
@@ -106,7 +107,8 @@ def encode(record: object, run_id: str, run_type: str) -> Encoded:
             "numbers, booleans, None, lists and mappings with string keys"
         ) from exc
     kind = kind_of(mapping)
-    return Encoded(kind, data, mapping, sanitized, replaced, traces_problem(kind, stamped))
+    owned = not isinstance(record, Mapping)
+    return Encoded(kind, data, mapping, sanitized, replaced, traces_problem(kind, stamped), owned)
 
 
 def traces_problem(kind: str, record: Mapping[str, Any]) -> str | None:

@@ -11,6 +11,7 @@ import logging
 import os
 import threading
 import time
+from array import array
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -26,6 +27,8 @@ from .status import RunStatus
 logger = logging.getLogger("prime_runs")
 
 DEFAULT_FINISH_TIMEOUT = 300.0
+# Queued records keep their decoded form only while the queues are this short.
+MAPPING_QUEUE_BYTES = 8 * 1024 * 1024
 WARN = "warn"
 RAISE = "raise"
 
@@ -90,7 +93,9 @@ class RunState:
         self._pid = os.getpid()
         self.span: Any = None
         # (key, kind, sinks whose queue was full, whether no sink took it), oldest first.
-        self._refused: list[tuple[Any, str, tuple[str, ...], bool]] = []
+        # Journal offsets a full queue refused, grouped by (segment, kind, sinks that
+        # refused, whether no sink took it): 8 bytes a record, so a long outage stays flat.
+        self._refused: dict[tuple[str, str, tuple[str, ...], bool], array[int]] = {}
         if archive is not None and owner:
             archive.write_status(self._status_doc())
 
@@ -144,7 +149,12 @@ class RunState:
             with self._lock:
                 self.counters.logged += 1
             return
-        item = Item(encoded.kind, encoded.data, key, encoded.problem, _record_id(encoded.record))
+        mapping = None
+        if encoded.owned and all(w.queued_bytes < MAPPING_QUEUE_BYTES for w in self.workers):
+            mapping = encoded.record  # bounded: decoded dicts are several times their JSON
+        item = Item(
+            encoded.kind, encoded.data, key, encoded.problem, _record_id(encoded.record), mapping
+        )
         refused = [w for w in self.workers if not w.put(item)]
         with self._lock:
             self.counters.logged += 1
@@ -166,7 +176,11 @@ class RunState:
                 # A full queue (not a retired sink) is retried from the journal at finish.
                 full = [w.name for w in refused if w.retired is None]
                 if full:
-                    self._refused.append((key, item.kind, tuple(full), dropped))
+                    group = (key.segment, item.kind, tuple(full), dropped)
+                    offsets = self._refused.get(group)
+                    if offsets is None:
+                        offsets = self._refused[group] = array("q")
+                    offsets.append(key.offset)
 
     _restamps = 0
 
@@ -297,29 +311,26 @@ class RunState:
         The producer has stopped, so the queues drain; only the deadline limits this.
         """
         with self._lock:
-            refused, self._refused = self._refused, []
+            refused, self._refused = self._refused, {}
         if not refused or self.archive is None:
             return
         workers = {w.name: w for w in self.workers}
-        for key, kind, sinks, dropped in refused:
-            if time.monotonic() >= deadline:
-                break
-            try:
-                data = self.archive.read(key)
-            except OSError:
-                continue
-            with self._lock:
-                # Retired sinks' refusals stay counted as failures (as at refusal).
-                if dropped:
-                    self.counters.dropped -= 1
-                else:
-                    for name in sinks:
-                        self._add(self.counters.failed, name, -1)
-            item = _recovered_item(kind, data, key)
-            for name in sinks:
-                if not workers[name].put_wait(item, deadline):
-                    with self._lock:
-                        self._add(self.counters.failed, name, 1)
+        for (segment, kind, sinks, dropped), offsets in sorted(refused.items()):
+            for key, data in self.archive.read_many(segment, offsets):
+                if time.monotonic() >= deadline:
+                    break
+                with self._lock:
+                    # Retired sinks' refusals stay counted as failures (as at refusal).
+                    if dropped:
+                        self.counters.dropped -= 1
+                    else:
+                        for name in sinks:
+                            self._add(self.counters.failed, name, -1)
+                item = _recovered_item(kind, data, key)
+                for name in sinks:
+                    if not workers[name].put_wait(item, deadline):
+                        with self._lock:
+                            self._add(self.counters.failed, name, 1)
         with self._lock:  # a record refused and then recovered is no loss at all
             for name in [n for n, v in self.counters.failed.items() if v == 0]:
                 del self.counters.failed[name]
@@ -388,7 +399,7 @@ class RunState:
         self.summary_acc = SummaryAccumulator()
         self._first_error = None
         self._raised = False
-        self._refused = []
+        self._refused = {}
         for worker in self.workers:
             worker.after_fork()
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol
 
 from .._archive import RecordKey
 
@@ -19,6 +19,9 @@ class Item:
     key: RecordKey | None  # where the journal holds it (None with the journal off)
     problem: str | None = None  # why Prime Traces would reject it, found before sending
     record_id: str | None = None  # for error messages
+    # The decoded record, when the SDK owns it (a fresh to_record() result) and the queue
+    # is short: the sample projection then skips decoding ``data`` again. Never mutated.
+    mapping: Any = None
 
 
 @dataclass

@@ -65,7 +65,9 @@ class SamplesSink:
     # -- projection ----------------------------------------------------------------
 
     def _project(self, item: Item) -> list[Row]:
-        rows = project_episode_bytes(item.data, self._counters, max_request_bytes=self._limit)
+        rows = project_episode_bytes(
+            item.data, self._counters, max_request_bytes=self._limit, record=item.mapping
+        )
         if len(rows) == 1 and item.kind == "episode" and item.record_id is not None:
             return [(item.record_id, rows[0])]  # the summary row is keyed by the episode id
         return [(str(json.loads(row).get("sample_id")), row) for row in rows]
@@ -131,6 +133,11 @@ class SamplesSink:
         )
         budget = SPLIT_BUDGET
         while work:
+            if deadline.expired():
+                # finish() gave up on this export: start nothing new after its deadline.
+                rest = [p for b in work for p, _ in b]
+                self._hold([p for p in _unique(rest) if id(p.item) not in lost], outcome, None)
+                break
             batch = [(p, row) for p, row in work.popleft() if id(p.item) not in lost]
             if not batch:
                 continue

@@ -179,6 +179,12 @@ class TracesSink:
         work = deque([*pinned, *_batches(sendable)])
         budget = SPLIT_BUDGET
         while work:
+            if deadline.expired():
+                # finish() gave up on this export: start nothing new after its deadline.
+                for rest in work:
+                    outcome.retry.extend(rest)
+                outcome.retry_reason = outcome.retry_reason or "the deadline passed"
+                break
             batch = work.popleft()
             error = self._upload(batch, deadline)
             if error is None:
