@@ -28,7 +28,7 @@ logger = logging.getLogger("prime_runs")
 
 DEFAULT_FINISH_TIMEOUT = 300.0
 # Queued records keep their decoded form only while the queues are this short.
-MAPPING_QUEUE_BYTES = 8 * 1024 * 1024
+MAPPING_QUEUE_BYTES = 4 * 1024 * 1024
 WARN = "warn"
 RAISE = "raise"
 
