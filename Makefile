@@ -23,8 +23,8 @@ test: $(STAMP)
 	$(BIN)/python -m pytest
 
 lint: $(STAMP)
-	$(BIN)/ruff check src tests examples bench
-	$(BIN)/ruff format --check src tests examples bench
+	$(BIN)/ruff check src tests examples bench e2e
+	$(BIN)/ruff format --check src tests examples bench e2e
 
 e2e:
 	PYTHON=$(PYTHON) e2e/run.sh
