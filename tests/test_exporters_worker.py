@@ -146,7 +146,8 @@ def test_three_transient_failures_in_a_row_retire_the_sink() -> None:
     assert worker.drain(time.monotonic() + 10)
     assert len(sink.batches) == 3  # and no fourth attempt: it stopped hammering
     assert worker.retired is not None and "3 failures in a row" in worker.retired
-    assert rec.total("rejected") == 4
+    # Not stored, but not rejected for their content: they stay pending for sync.
+    assert rec.total("unsent") == 4 and rec.total("rejected") == 0
     assert not worker.put(_item(9))  # later records are refused at once
     worker.close(time.monotonic() + 5)
 
@@ -164,7 +165,7 @@ def test_a_success_resets_the_transient_streak() -> None:
     worker.close(time.monotonic() + 5)
 
 
-@pytest.mark.parametrize(("verdict", "field"), [("retire", "rejected"), ("quiet", "skipped")])
+@pytest.mark.parametrize(("verdict", "field"), [("retire", "unsent"), ("quiet", "skipped")])
 def test_a_permanent_failure_retires_at_once(verdict: str, field: str) -> None:
     sink = ScriptedSink(verdict)
     sink.gate = threading.Event()

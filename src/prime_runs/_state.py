@@ -208,10 +208,7 @@ class RunState:
             # are not pending: `prime-runs sync` never resends them.
             for name, items in (
                 (sink, outcome.acked),
-                (
-                    settled_name(sink, REJECTED),
-                    [i for i, _ in outcome.rejected if _is_record_rejection(_)],
-                ),
+                (settled_name(sink, REJECTED), [i for i, _ in outcome.rejected]),
                 (settled_name(sink, SKIPPED), outcome.skipped if not outcome.quiet else []),
             ):
                 keys = [i.key for i in items if i.key is not None]
@@ -230,8 +227,8 @@ class RunState:
                     )
             if outcome.skipped:
                 self._add(self.counters.skipped, sink, len(outcome.skipped))
-            if outcome.rejected:
-                self._add(self.counters.failed, sink, len(outcome.rejected))
+            if outcome.rejected or outcome.unsent:
+                self._add(self.counters.failed, sink, len(outcome.rejected) + len(outcome.unsent))
         for item, reason in outcome.rejected:
             self.report(f"{sink}: record {item.record_id!r} was not stored: {reason}", warn=False)
         if outcome.retire is not None and not outcome.quiet:
@@ -402,23 +399,6 @@ class RunState:
         self._refused = {}
         for worker in self.workers:
             worker.after_fork()
-
-
-def _is_record_rejection(reason: str) -> bool:
-    # Only rejections of the record's own content are final; a retired sink or a
-    # missed deadline leaves the record pending for `prime-runs sync`.
-    return reason.startswith(
-        (
-            "HTTP 400",
-            "HTTP 409",
-            "HTTP 413",
-            "HTTP 422",
-            "invalid_trace",
-            "trace_too_large",
-            "no v0 row",
-            "row of",
-        )
-    )
 
 
 def _recovered_item(kind: str, data: bytes, key: Any) -> Item:

@@ -81,7 +81,7 @@ def _reconcile(
     claimed: set[str],
 ) -> dict[str, Any] | None:
     """The evaluation an interrupted sync created, if it landed."""
-    since = evaluations._parse_time(intent.get("at"))
+    since = evaluations.parse_time(intent.get("at"))
     if since is None:
         return None
     body = _create_body(description, settings)
@@ -100,13 +100,13 @@ def _reconcile(
         item
         for item in items
         if isinstance(item, dict)
-        and evaluations._matches(item, body, since)
+        and evaluations.matches_request(item, body, since)
         and _eval_id(item) not in claimed
     ]
     if not matches:
         return None
     # The oldest match after the intent is ours; a later one is another run's.
-    first = min(matches, key=lambda item: evaluations._parse_time(_created(item)) or since)
+    first = min(matches, key=lambda item: evaluations.parse_time(_created(item)) or since)
     eval_id = str(_eval_id(first))
     url = first.get("viewer_url") or first.get("viewerUrl")
     return {

@@ -266,7 +266,7 @@ class SinkWorker:
             if outcome.quiet:
                 outcome.skipped.extend(left)
             else:
-                outcome.rejected.extend((item, outcome.retire) for item in left)
+                outcome.unsent.extend((item, outcome.retire) for item in left)
             outcome.retry = []
             self._queue.clear()
             self._queued_bytes = 0

@@ -29,14 +29,16 @@ class Outcome:
     """What happened to one batch handed to a sink.
 
     Every item of the batch ends up in exactly one of ``acked``, ``rejected``,
-    ``retry`` or ``skipped``.
+    ``unsent``, ``retry`` or ``skipped``.
     """
 
     acked: list[Item] = field(default_factory=list)
-    # Rejected for their own sake: resending the same bytes cannot succeed. A reason starts
-    # "HTTP <status>" (the platform refused it), or names the local check ("invalid_trace",
-    # "trace_too_large", "row of ...", "no v0 row"); a retired sink's reason is anything else.
+    # Rejected for their own sake: resending the same bytes cannot succeed (the platform
+    # refused the record, or a local check did). Final: `prime-runs sync` skips them.
     rejected: list[tuple[Item, str]] = field(default_factory=list)
+    # Not stored because the sink stopped for the run (retired): a loss now, but the
+    # records stay pending in the journal for `prime-runs sync`.
+    unsent: list[tuple[Item, str]] = field(default_factory=list)
     # Not stored because of a transient failure (or not attempted): worth another try later.
     retry: list[Item] = field(default_factory=list)
     retry_reason: str | None = None

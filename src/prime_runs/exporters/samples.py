@@ -108,7 +108,7 @@ class SamplesSink:
         platform cannot tell us."""
         ids = [sid for p in todo if p.check for sid, _ in p.rows]
         try:
-            missing = self._writer._missing(ids, deadline.at)
+            missing = self._writer.missing(ids, deadline.at)
         except APIError as exc:
             self._hold(todo, outcome, exc)
             return False

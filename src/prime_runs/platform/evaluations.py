@@ -135,7 +135,7 @@ def create(
     )
 
 
-def _parse_time(value: object) -> datetime | None:
+def parse_time(value: object) -> datetime | None:
     if not isinstance(value, str) or not value:
         return None
     try:
@@ -152,8 +152,8 @@ def _field(item: Mapping[str, Any], *keys: str) -> tuple[bool, Any]:
     return False, None
 
 
-def _matches(item: Mapping[str, Any], body: Mapping[str, Any], since: datetime) -> bool:
-    created = _parse_time(_field(item, "created_at", "createdAt")[1])
+def matches_request(item: Mapping[str, Any], body: Mapping[str, Any], since: datetime) -> bool:
+    created = parse_time(_field(item, "created_at", "createdAt")[1])
     if created is None or created < since - RECONCILE_SKEW:
         return False
     checks = (
@@ -183,10 +183,12 @@ def _find_created(
         "GET", "/evaluations/", params=params, idempotent=True, deadline=deadline
     )
     items = listing.get("evaluations", listing.get("data", []))
-    matches = [item for item in items if isinstance(item, Mapping) and _matches(item, body, since)]
+    matches = [
+        item for item in items if isinstance(item, Mapping) and matches_request(item, body, since)
+    ]
     if not matches:
         return None
-    newest = max(matches, key=lambda item: _parse_time(_field(item, "created_at", "createdAt")[1]))
+    newest = max(matches, key=lambda item: parse_time(_field(item, "created_at", "createdAt")[1]))
     found = dict(newest)
     found.setdefault("evaluation_id", found.get("id"))
     logger.info(

@@ -157,7 +157,7 @@ class SampleWriter:
                     return
                 # The batch may or may not have landed: read back, resend only what is missing.
                 try:
-                    missing = self._missing(ids, deadline)
+                    missing = self.missing(ids, deadline)
                 except APIError as read_error:
                     logger.debug("samples read-back failed: %s", read_error)
                     result._fail(ids, f"{error} (could not confirm; not resent)", error)
@@ -183,7 +183,7 @@ class SampleWriter:
         result._fail([sid for sid, _ in pending], str(last_error), last_error)
         result.transient = True
 
-    def _missing(self, ids: Sequence[str], deadline: float | None) -> set[str]:
+    def missing(self, ids: Sequence[str], deadline: float | None) -> set[str]:
         """Which of ``ids`` the platform does not hold, reading pages only as needed."""
         missing = {sid for sid in ids if sid not in self._stored}
         if not missing:
