@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
@@ -10,11 +9,8 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-DATA = Path(__file__).parent / "data"
-
-
-def load_jsonl(name: str) -> list[dict]:
-    return [json.loads(line) for line in (DATA / name).read_text().splitlines() if line.strip()]
+from _support import load_jsonl
+from prime_runs.settings import ENV_VARIABLES
 
 
 @pytest.fixture
@@ -30,17 +26,7 @@ def traces_records() -> list[dict]:
 @pytest.fixture(autouse=True)
 def isolated_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
     """No developer settings leak in: no key, no config file, archive under tmp."""
-    for name in (
-        "PRIME_API_KEY",
-        "PRIME_TEAM_ID",
-        "PRIME_API_BASE_URL",
-        "PRIME_BASE_URL",
-        "PRIME_TRACES_URL",
-        "PRIME_FRONTEND_URL",
-        "PRIME_RUNS_MODE",
-        "TRACEPARENT",
-        "BAGGAGE",
-    ):
+    for name in ENV_VARIABLES:
         monkeypatch.delenv(name, raising=False)
     home = tmp_path / "home"
     home.mkdir()

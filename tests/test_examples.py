@@ -24,18 +24,7 @@ EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 RECORDED_EPISODES = EXAMPLES / "data" / "episodes.jsonl"
 
 # Settings that would change where the examples send their runs.
-_SCRUBBED = (
-    "PRIME_API_KEY",
-    "PRIME_TEAM_ID",
-    "PRIME_API_BASE_URL",
-    "PRIME_BASE_URL",
-    "PRIME_TRACES_URL",
-    "PRIME_FRONTEND_URL",
-    "PRIME_RUNS_MODE",
-    "PRIME_RUNS_DIR",
-    "TRACEPARENT",
-    "BAGGAGE",
-)
+_SCRUBBED = settings.ENV_VARIABLES
 
 
 @dataclass

@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 import prime_runs as pr
+from _support import load_jsonl
 from prime_runs import _worker
 from prime_runs._encode import encode
 from prime_runs.exporters import traces as traces_mod
@@ -24,17 +25,10 @@ from prime_runs.platform import _http
 from prime_runs.projection import build_samples
 from prime_runs.testing import StandInPlatform
 
-DATA = Path(__file__).parent / "data"
-
-
-def _lines(name: str) -> list[dict[str, Any]]:
-    return [json.loads(line) for line in (DATA / name).read_text("utf-8").splitlines() if line]
-
-
-EPISODES = _lines("episodes.jsonl")
-EDGE = _lines("edge_episodes.jsonl")
-TRACES = _lines("traces.jsonl")
-GOLDEN = _lines("samples_v0.jsonl")
+EPISODES = load_jsonl("episodes.jsonl")
+EDGE = load_jsonl("edge_episodes.jsonl")
+TRACES = load_jsonl("traces.jsonl")
+GOLDEN = load_jsonl("samples_v0.jsonl")
 ALL = EPISODES + EDGE + TRACES
 ALL_EPISODES = EPISODES + EDGE
 

@@ -7,11 +7,11 @@ import json
 import time
 from collections import Counter
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 
+from _support import items, load_jsonl
 from prime_runs._encode import encode
 from prime_runs.exporters._base import Item
 from prime_runs.exporters.samples import SamplesSink
@@ -21,24 +21,15 @@ from prime_runs.projection import build_samples
 from prime_runs.settings import Settings
 from prime_runs.testing import StandInPlatform
 
-DATA = Path(__file__).parent / "data"
 RUN = "ev_standin_0001"
 
 
-def _lines(name: str) -> list[dict[str, Any]]:
-    return [json.loads(line) for line in (DATA / name).read_text("utf-8").splitlines() if line]
-
-
-EPISODES = _lines("episodes.jsonl")
-TRACES = _lines("traces.jsonl")
+EPISODES = load_jsonl("episodes.jsonl")
+TRACES = load_jsonl("traces.jsonl")
 
 
 def _items(records: list[dict[str, Any]]) -> list[Item]:
-    out = []
-    for record in records:
-        e = encode(record, RUN, "eval")
-        out.append(Item(e.kind, e.data, None, e.problem, record.get("id")))
-    return out
+    return items(records, RUN)
 
 
 def _expected(records: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -5,39 +5,28 @@ from __future__ import annotations
 
 import gzip
 import hashlib
-import json
 import time
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-from prime_runs._encode import encode
+from _support import items, load_jsonl
 from prime_runs.exporters import traces as traces_mod
 from prime_runs.exporters._base import Deadline, Item
 from prime_runs.exporters.traces import TracesSink, _batches, retry_wait
 from prime_runs.testing import StandInPlatform
 
-DATA = Path(__file__).parent / "data"
 RUN = "ev-traces-test"
 CONTEXT = {"source": "prime-runs", "run_type": "eval"}
 
 
-def _lines(name: str) -> list[dict[str, Any]]:
-    return [json.loads(line) for line in (DATA / name).read_text("utf-8").splitlines() if line]
-
-
-EPISODES = _lines("episodes.jsonl")
-TRACES = _lines("traces.jsonl")
+EPISODES = load_jsonl("episodes.jsonl")
+TRACES = load_jsonl("traces.jsonl")
 
 
 def _items(records: list[dict[str, Any]]) -> list[Item]:
-    out = []
-    for record in records:
-        e = encode(record, RUN, "eval")
-        out.append(Item(e.kind, e.data, None, e.problem, record.get("id")))
-    return out
+    return items(records, RUN)
 
 
 @pytest.fixture

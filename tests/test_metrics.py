@@ -4,22 +4,16 @@ accumulator."""
 from __future__ import annotations
 
 import copy
-import json
 import threading
-from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
 import pytest
 
+from _support import load_jsonl
 from prime_runs.metrics import SummaryAccumulator, from_episodes
 
-DATA = Path(__file__).parent / "data"
 FIXTURE_FILES = ["episodes.jsonl", "edge_episodes.jsonl", "train_episodes.jsonl"]
-
-
-def _lines(name: str) -> list[dict[str, Any]]:
-    return [json.loads(line) for line in (DATA / name).read_text("utf-8").splitlines() if line]
 
 
 def _trace(
@@ -122,7 +116,7 @@ def test_avg_error_counts_episodes_including_those_without_traces() -> None:
         _episode(_trace()),
     ]
     assert from_episodes(episodes)["avg_error"] == 2 / 4
-    edge = _lines("edge_episodes.jsonl")  # env hook failure, empty failure, timeout, max_turns
+    edge = load_jsonl("edge_episodes.jsonl")  # env hook failure, empty failure, timeout, max_turns
     assert from_episodes(edge)["avg_error"] == 2 / 4
 
 
@@ -143,7 +137,7 @@ def test_empty_run() -> None:
 
 
 def test_user_sim_run_scores_only_the_assistant() -> None:
-    run = _lines("episodes.jsonl")[12:16]
+    run = load_jsonl("episodes.jsonl")[12:16]
     assistants = [t for e in run for t in e["traces"] if t["agent"]["name"] == "assistant"]
     assert len(assistants) == 4 and all(t["agent"]["trainable"] for t in assistants)
     rewards = [sum(r["score"] * r["weight"] for r in t["rewards"].values()) for t in assistants]
@@ -155,7 +149,7 @@ def test_user_sim_run_scores_only_the_assistant() -> None:
 
 @pytest.mark.parametrize("name", FIXTURE_FILES)
 def test_fixture_runs_match_the_rules(name: str) -> None:
-    episodes = _lines(name)
+    episodes = load_jsonl(name)
     traces = [t for e in episodes for t in e["traces"]]
     scored = [t for t in traces if t["agent"]["trainable"]] or traces
     values: dict[str, list[float]] = {}
@@ -174,7 +168,7 @@ def test_fixture_runs_match_the_rules(name: str) -> None:
 
 @pytest.mark.parametrize("name", FIXTURE_FILES)
 def test_accumulator_equals_from_episodes(name: str) -> None:
-    episodes = _lines(name)
+    episodes = load_jsonl(name)
     accumulator = SummaryAccumulator()
     for episode in episodes:
         accumulator.add(episode)
@@ -182,7 +176,7 @@ def test_accumulator_equals_from_episodes(name: str) -> None:
 
 
 def test_bare_traces_count_as_their_own_units() -> None:
-    bare = _lines("traces.jsonl")  # lines 1-4: run 3's traces; 6: a non-trainable user trace
+    bare = load_jsonl("traces.jsonl")  # lines 1-4: run 3's traces; 6: a non-trainable user trace
     accumulator = SummaryAccumulator()
     for trace in bare:
         accumulator.add(trace)
@@ -227,7 +221,7 @@ def test_accumulator_is_thread_safe() -> None:
 
 
 def test_inputs_are_not_modified() -> None:
-    episodes = _lines("episodes.jsonl")
+    episodes = load_jsonl("episodes.jsonl")
     pristine = copy.deepcopy(episodes)
     from_episodes(episodes)
     SummaryAccumulator().add(episodes[0])

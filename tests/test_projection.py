@@ -7,26 +7,19 @@ import copy
 import json
 import logging
 import math
-from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
 import pytest
 from pydantic import BaseModel, ConfigDict
 
+from _support import load_jsonl
 from prime_runs import projection
 from prime_runs._json import encode_json, encode_json_lenient, sanitize_nonfinite
 from prime_runs.projection import build_samples, project_episode_bytes, trace_to_sample
 
-DATA = Path(__file__).parent / "data"
-
-
-def _lines(name: str) -> list[dict[str, Any]]:
-    return [json.loads(line) for line in (DATA / name).read_text("utf-8").splitlines() if line]
-
-
-EPISODES = _lines("episodes.jsonl")
-GOLDEN = _lines("samples_v0.jsonl")
+EPISODES = load_jsonl("episodes.jsonl")
+GOLDEN = load_jsonl("samples_v0.jsonl")
 # samples_v0.jsonl was made by one build_samples call per group (numbering restarts per call):
 # run 3 (lines 17-20), the first two episodes of run 2 (13-14), run 1's notes-tool episodes (7-8).
 GROUPS = [EPISODES[16:20], EPISODES[12:14], EPISODES[6:8]]
@@ -238,7 +231,7 @@ def test_shared_counters_continue_numbering_across_calls() -> None:
 
 
 def test_episode_without_traces_gives_no_row_and_keeps_numbering() -> None:
-    empty = _lines("edge_episodes.jsonl")[1]
+    empty = load_jsonl("edge_episodes.jsonl")[1]
     assert empty["traces"] == []
     counters: dict[Any, int] = {}
     assert build_samples([empty], rollout_counters=counters) == []
@@ -251,7 +244,7 @@ def test_episode_without_traces_gives_no_row_and_keeps_numbering() -> None:
 
 def test_rows_pass_through_and_bare_traces_give_no_row() -> None:
     ready = {"sample_id": "s-1", "reward": 1.0}
-    bare = _lines("traces.jsonl")[0]
+    bare = load_jsonl("traces.jsonl")[0]
     rows = build_samples([ready, bare, FakeTrace(EPISODES[16]["traces"][0]), EPISODES[16]])
     assert rows[0] is ready
     assert [r["sample_id"] for r in rows] == ["s-1", EPISODES[16]["id"]]
@@ -373,8 +366,8 @@ def test_branches_completion_trajectory_and_usage_from_the_graph() -> None:
     ("record", "expected"),
     [
         (EPISODES[8], True),  # ramble: the last call finished with "length"
-        (_lines("edge_episodes.jsonl")[3], True),  # stop_condition max_turns
-        (_lines("edge_episodes.jsonl")[2], False),  # agent_timeout is a stop, not truncation
+        (load_jsonl("edge_episodes.jsonl")[3], True),  # stop_condition max_turns
+        (load_jsonl("edge_episodes.jsonl")[2], False),  # agent_timeout is a stop, not truncation
         (EPISODES[16], False),
     ],
 )
@@ -393,7 +386,7 @@ def test_failed_trace_row_has_last_error_and_no_branches() -> None:
 
 def test_bare_trace_projects_like_its_episode_member() -> None:
     members = {t["id"]: t for e in EPISODES for t in e["traces"]}
-    for bare in _lines("traces.jsonl"):
+    for bare in load_jsonl("traces.jsonl"):
         assert trace_to_sample(bare) == trace_to_sample(members[bare["id"]])
         assert trace_to_sample(bare) == _roundtrip(trace_to_sample(FakeTrace(members[bare["id"]])))
 

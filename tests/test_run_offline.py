@@ -247,3 +247,15 @@ def test_logging_from_worker_threads(episodes):
     ids = [r["id"] for r in archived_records(run)]
     assert len(ids) == len(episodes) * 5
     assert sorted(set(ids)) == sorted(e["id"] for e in episodes)
+
+
+def test_a_foreign_run_id_is_replaced_on_the_copy_and_counted(episodes, caplog):
+    import logging
+
+    run = pr.init(name="x", environments=["e"], mode="offline")
+    with caplog.at_level(logging.WARNING, logger="prime_runs"):
+        run.log_episodes(episodes[:3])  # the fixtures carry the capture's run ids
+        run.finish()
+    assert all(r["run"]["id"] == run.id for r in archived_records(run))
+    assert episodes[0]["run"]["id"] != run.id  # the producer's record is untouched
+    assert "3 records named a different run id" in caplog.text

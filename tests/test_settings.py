@@ -10,6 +10,7 @@ from prime_runs.settings import (
     DEFAULT_BASE_URL,
     DEFAULT_FRONTEND_URL,
     DEFAULT_TRACES_URL,
+    ENV_VARIABLES,
     MODE_ENV,
     Settings,
     load_config_file,
@@ -17,15 +18,7 @@ from prime_runs.settings import (
 )
 
 KEY = "pk-settings-secret-0123456789"
-_ENV = (
-    "PRIME_API_KEY",
-    "PRIME_TEAM_ID",
-    "PRIME_API_BASE_URL",
-    "PRIME_BASE_URL",
-    "PRIME_TRACES_URL",
-    "PRIME_FRONTEND_URL",
-    "PRIME_RUNS_MODE",
-)
+_ENV = ENV_VARIABLES
 
 
 @pytest.fixture

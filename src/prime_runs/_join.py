@@ -25,7 +25,7 @@ from ._open import RunOptions, archive_root, wire_sinks
 from ._state import Identity, RunState
 from .errors import ConfigurationError
 from .platform.lifecycle import Registration
-from .settings import OFFLINE, ONLINE, Settings
+from .settings import BAGGAGE_ENV, OFFLINE, ONLINE, TRACEPARENT_ENV, Settings
 
 logger = logging.getLogger("prime_runs")
 
@@ -87,8 +87,8 @@ def context_to_join(explicit: Mapping[str, str] | None = None) -> otel_context.C
         span_context = trace.get_current_span(current).get_span_context()
         if span_context.is_valid:
             return current
-    env = {k: os.environ[k] for k in ("TRACEPARENT", "BAGGAGE") if k in os.environ}
-    return extract(env) if "TRACEPARENT" in env else None
+    env = {k: os.environ[k] for k in (TRACEPARENT_ENV, BAGGAGE_ENV) if k in os.environ}
+    return extract(env) if TRACEPARENT_ENV in env else None
 
 
 def join_state(

@@ -20,6 +20,8 @@ Environment variables:
     ``online``, ``offline`` or ``disabled``; trimmed and case-insensitive.
 ``PRIME_RUNS_DIR``
     Root of the local run archive (resolved by the archive, not here).
+``TRACEPARENT``, ``BAGGAGE``
+    A run to join from another process (W3C carrier; see ``docs/distributed.md``).
 """
 
 from __future__ import annotations
@@ -42,6 +44,22 @@ TRACES_URL_ENV = "PRIME_TRACES_URL"
 FRONTEND_URL_ENV = "PRIME_FRONTEND_URL"
 MODE_ENV = "PRIME_RUNS_MODE"
 DIR_ENV = "PRIME_RUNS_DIR"
+TRACEPARENT_ENV = "TRACEPARENT"  # W3C carrier of a run to join (see _join.py)
+BAGGAGE_ENV = "BAGGAGE"
+
+#: Every variable the SDK reads: a hermetic test clears all of them.
+ENV_VARIABLES = (
+    API_KEY_ENV,
+    TEAM_ID_ENV,
+    BASE_URL_ENV,
+    BASE_URL_ALIAS_ENV,
+    TRACES_URL_ENV,
+    FRONTEND_URL_ENV,
+    MODE_ENV,
+    DIR_ENV,
+    TRACEPARENT_ENV,
+    BAGGAGE_ENV,
+)
 
 DEFAULT_BASE_URL = "https://api.primeintellect.ai"
 DEFAULT_TRACES_URL = "https://api.primeintellect.ai"

@@ -15,16 +15,12 @@ from collections.abc import Iterator
 
 import pytest
 
+from ..settings import ENV_VARIABLES
 from ._standin import StandInPlatform
 
-#: Variables that could leak from the developer's environment into a hermetic test.
-_LEAKY_VARIABLES = (
-    "PRIME_TEAM_ID",
-    "PRIME_BASE_URL",
-    "PRIME_RUNS_MODE",
-    "PRIME_TRACES_OPT_OUT",
-    "PRIME_RUN_ID",
-)
+#: Variables that could leak from the developer's environment into a hermetic test:
+#: every one the SDK reads, plus the peer package's own.
+_LEAKY_VARIABLES = (*ENV_VARIABLES, "PRIME_TRACES_OPT_OUT", "PRIME_RUN_ID")
 
 
 def pytest_configure(config: pytest.Config) -> None:
