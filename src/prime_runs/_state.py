@@ -19,9 +19,9 @@ from typing import Any
 from ._archive import REJECTED, SKIPPED, RunArchive, settled_name
 from ._encode import Encoded, traces_problem
 from ._json import sanitize_nonfinite
-from .errors import PrimeRunsError, RunFinishedError
+from .errors import PrimeRunsError, RunFinishedError, describe
 from .exporters._base import Item, Outcome
-from .metrics import SummaryAccumulator
+from .metrics import SummaryAccumulator, from_encoded
 from .status import RunStatus
 
 logger = logging.getLogger("prime_runs")
@@ -44,6 +44,7 @@ class Counters:
     acked: dict[str, int] = field(default_factory=dict)
     skipped: dict[str, int] = field(default_factory=dict)
     traces_episodes_written: int = 0
+    restamped: int = 0  # records that named another run id (their copies carry this one)
     errors: list[str] = field(default_factory=list)
 
 
@@ -138,10 +139,11 @@ class RunState:
                 "recorded. Log every record before calling finish()."
             )
 
-    def ingest(self, encoded: Encoded, mapping_for_summary: bool = True) -> None:
+    def ingest(self, encoded: Encoded) -> None:
         """Journal a record, account it in the summary, and hand it to every sink."""
         key = self.archive.append(encoded.kind, encoded.data) if self.archive else None
-        if mapping_for_summary:
+        if key is None:
+            # No journal to compute the summary from at finish: keep a running tally.
             self.summary_acc.add(encoded.record)
         if encoded.restamped:
             self._note_restamp()
@@ -182,12 +184,10 @@ class RunState:
                         offsets = self._refused[group] = array("q")
                     offsets.append(key.offset)
 
-    _restamps = 0
-
     def _note_restamp(self) -> None:
         with self._lock:
-            self._restamps += 1
-            first = self._restamps == 1
+            self.counters.restamped += 1
+            first = self.counters.restamped == 1
         if first:
             logger.warning(
                 "prime-runs: a record named a different run id; its uploaded copy carries "
@@ -271,7 +271,10 @@ class RunState:
         send_by = deadline - min(5.0, (deadline - time.monotonic()) / 3)
         self.status = status
         self.error = error
-        self.summary = dict(summary) if summary is not None else self.summary_acc.result()
+        if summary is not None:
+            self.summary = dict(summary)
+        elif self.owner and not self.forked:
+            self.summary = self._computed_summary()
         # Drain before closing: the platform computes statistics at finalize.
         for worker in self.workers:
             worker.drain(send_by)
@@ -292,7 +295,7 @@ class RunState:
                 self._closer(self, status, self._summary_for_platform(), error, deadline)
                 closed = True
             except Exception as exc:
-                self.report(f"could not close the run on the platform: {_describe(exc)}", exc)
+                self.report(f"could not close the run on the platform: {describe(exc)}", exc)
         self.finished = True
         if self.archive is not None and self.owner and not self.forked:
             try:
@@ -334,8 +337,20 @@ class RunState:
         for worker in self.workers:
             worker.drain(deadline)
 
+    def _computed_summary(self) -> dict[str, Any]:
+        """The summary of every record the run logged, read back from the journal (so the
+        producer's thread never pays for it, and forked children's records count too)."""
+        if self.archive is None:
+            return dict(self.summary_acc.result())
+        try:
+            return dict(from_encoded(data for _, _, data in self.archive.iter_records()))
+        except OSError as exc:
+            self.report(f"could not read the journal to compute the summary: {exc}")
+            return dict(self.summary_acc.result())
+
     def _summary_for_platform(self) -> dict[str, Any]:
-        summary = sanitize_nonfinite(dict(self.summary or {}))
+        # Non-finite numbers are dropped by the platform close-out (contract §4.8).
+        summary = dict(self.summary or {})
         if self.identity.mode == "online":
             extra = summary.get("prime_runs")
             extra = dict(extra) if isinstance(extra, dict) else {}
@@ -362,6 +377,13 @@ class RunState:
     def _warn_losses(self) -> None:
         c = self.counters
         where = f" (archive: {self.archive.path})" if self.archive is not None else ""
+        if c.restamped:
+            logger.warning(
+                "prime-runs: %d records named a different run id; their uploaded copies carry "
+                "this run's id %s",
+                c.restamped,
+                self.run_id,
+            )
         if c.invalid:
             logger.warning(
                 "prime-runs: %d records were not logged because they were invalid (see run.errors)",
@@ -415,7 +437,3 @@ def _recovered_item(kind: str, data: bytes, key: Any) -> Item:
 def _record_id(record: Any) -> str | None:
     value = record.get("id")
     return value if isinstance(value, str) else None
-
-
-def _describe(exc: BaseException) -> str:
-    return f"{type(exc).__name__}: {exc}"

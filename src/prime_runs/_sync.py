@@ -36,11 +36,11 @@ from ._progress import Progress
 from ._records import example_idx, summary_trace_index
 from ._runinfo import EPISODE_KIND, SAMPLES, SINK_LABELS, TRACES, RunInfo, inspect
 from ._sync_register import register
-from .errors import PrimeRunsError, SyncError
+from .errors import PrimeRunsError, SyncError, describe
 from .exporters._base import Item, Outcome
 from .exporters.samples import SamplesSink
 from .exporters.traces import TracesSink
-from .metrics import SummaryAccumulator
+from .metrics import from_encoded
 from .platform import evaluations
 from .platform._http import PlatformClient
 from .platform.lifecycle import OnlineLifecycle, Registration
@@ -345,7 +345,7 @@ class _Syncer:
                 page += 1
         except PrimeRunsError as exc:
             raise SyncError(
-                f"samples: could not read back which rows already landed: {_describe(exc)}"
+                f"samples: could not read back which rows already landed: {describe(exc)}"
             ) from exc
 
     def _rollout_counters(self, stored: set[RecordKey], landed: set[str]) -> dict[Any, int]:
@@ -402,7 +402,7 @@ class _Syncer:
                     deadline=deadline,
                 )
         except (PrimeRunsError, ValueError) as exc:
-            raise SyncError(f"uploads done, but closing the run failed: {_describe(exc)}") from exc
+            raise SyncError(f"uploads done, but closing the run failed: {describe(exc)}") from exc
         doc.update(
             status=status.value,
             error=reason,
@@ -417,18 +417,8 @@ class _Syncer:
         return "finalized" if status is RunStatus.COMPLETED else f"closed as {status.value}"
 
     def _summary_from_records(self) -> dict[str, Any]:
-        acc = SummaryAccumulator()
-        for _key, _kind, data in self.archive.iter_records():
-            try:
-                acc.add(json.loads(data))
-            except (ValueError, AttributeError, TypeError):
-                continue
-        return dict(acc.result())
+        return dict(from_encoded(data for _key, _kind, data in self.archive.iter_records()))
 
     def _episodes_written(self) -> int:
         stored = self.archive.acknowledged().get(TRACES, set())
         return sum(1 for key in stored if key.segment.startswith(EPISODE_KIND + "-"))
-
-
-def _describe(exc: BaseException) -> str:
-    return f"{type(exc).__name__}: {exc}"

@@ -15,7 +15,6 @@ shrink them with ``monkeypatch``.
 from __future__ import annotations
 
 import logging
-import os
 import threading
 import time
 from collections import deque
@@ -82,7 +81,6 @@ class SinkWorker:
         self.retired: str | None = None
         self.quiet = False  # retired without it being a loss (service not enabled)
         self._thread: threading.Thread | None = None
-        self._pid = os.getpid()
         self._linger = LINGER_SECONDS
         self._linger_bytes = LINGER_BYTES
         self._oldest_at = 0.0  # when the queue last became non-empty
@@ -336,7 +334,6 @@ class SinkWorker:
         self._in_flight = 0
         self._export_deadline = None
         self._thread = None
-        self._pid = os.getpid()
         self._backoff_until = 0.0
         self._transient_streak = 0
         self._draining = 0

@@ -23,6 +23,11 @@ No message ever contains an API key.
 from __future__ import annotations
 
 
+def describe(error: BaseException) -> str:
+    """``"<Type>: <message>"``, the reason format runs and logs use for an exception."""
+    return f"{type(error).__name__}: {error}"
+
+
 class PrimeRunsError(Exception):
     """Base class of every error prime-runs raises."""
 

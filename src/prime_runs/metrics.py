@@ -20,13 +20,14 @@ an episode is expected counts as a one-trace unit of work: its trace is a candid
 
 from __future__ import annotations
 
+import json
 import threading
 from collections.abc import Iterable
 from typing import Any, TypedDict
 
 from . import _records
 
-__all__ = ["RunSummary", "SummaryAccumulator", "from_episodes"]
+__all__ = ["RunSummary", "SummaryAccumulator", "from_encoded", "from_episodes"]
 
 
 class RunSummary(TypedDict):
@@ -123,6 +124,17 @@ def from_episodes(episodes: Iterable[Any], traces: Iterable[Any] | None = None) 
             tally.add_unit(not _records.is_ok(record))
         tally.add_scored(_score(trace) for trace in traces)
     return tally.result()
+
+
+def from_encoded(records: Iterable[bytes]) -> RunSummary:
+    """The summary of records stored as JSON (a run's journal); undecodable ones are skipped."""
+    accumulator = SummaryAccumulator()
+    for data in records:
+        try:
+            accumulator.add(json.loads(data))
+        except (ValueError, AttributeError, TypeError):
+            continue
+    return accumulator.result()
 
 
 class SummaryAccumulator:

@@ -15,7 +15,7 @@ from . import _exit, _records, semconv
 from ._encode import EPISODE, encode
 from ._join import carrier
 from ._state import RAISE, RunState
-from .errors import PrimeRunsError, RecordError, RunFinishedError
+from .errors import PrimeRunsError, RecordError, RunFinishedError, describe
 from .status import RunStatus
 
 logger = logging.getLogger("prime_runs")
@@ -132,7 +132,7 @@ class Run:
         """Per sink, records that sink did not store. Never sum across sinks."""
         if self._state is None:
             return {}
-        return {sink: n for sink, n in self._state.counters.failed.items() if n}
+        return dict(self._state.counters.failed)
 
     @property
     def acknowledged_records(self) -> dict[str, int]:
@@ -344,6 +344,4 @@ def _is_cancelled(exc: BaseException) -> bool:
 def _reason(error: str | BaseException | None) -> str | None:
     if error is None:
         return None
-    if isinstance(error, BaseException):
-        return f"{type(error).__name__}: {error}"
-    return str(error)
+    return describe(error) if isinstance(error, BaseException) else str(error)

@@ -29,6 +29,7 @@ from typing import Any
 import httpx
 from opentelemetry import context as otel_context
 
+from .._json import encode_json  # refuses non-finite numbers locally, not as a 400
 from .._version import __version__
 from ..errors import (
     APIError,
@@ -107,13 +108,6 @@ def suppress_instrumentation() -> Iterator[None]:
 def user_agent() -> str:
     v = sys.version_info
     return f"prime-runs/{__version__} python/{v.major}.{v.minor}.{v.micro}"
-
-
-def encode_json(value: Any) -> bytes:
-    """Compact UTF-8 JSON; non-finite numbers are refused here rather than as a 400."""
-    return _json.dumps(value, ensure_ascii=False, allow_nan=False, separators=(",", ":")).encode(
-        "utf-8"
-    )
 
 
 def is_ambiguous(error: BaseException) -> bool:
