@@ -18,6 +18,8 @@ from pathlib import Path
 from ._archive import list_runs
 from ._open import archive_root
 from ._progress import Progress
+from ._report import add_parser as add_report_parser
+from ._report import run_command as run_report
 from ._runinfo import RunInfo, find_run, inspect
 from ._show import episode_rewards, render_ls, render_show
 from ._sync import sync_run
@@ -52,6 +54,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     sync.add_argument("--dir", help=dir_help)
     sync.add_argument("-v", "--verbose", action="store_true", help="log each request step")
+    add_report_parser(commands, dir_help)
     return parser
 
 
@@ -68,6 +71,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _ls(root)
         if args.command == "show":
             return _show(root, args.run)
+        if args.command == "report":
+            return run_report(root, args)
         return _sync(root, args.runs, verbose=args.verbose)
     except KeyboardInterrupt:
         print("prime-runs: interrupted", file=sys.stderr)

@@ -1,0 +1,240 @@
+// The report page: reads the embedded JSON (see _build.py for its shape) and builds every
+// section. Runs in a page whose Content-Security-Policy forbids any network access.
+
+function episodeRows(run) {
+  const fields = run.episodes.fields;
+  return run.episodes.rows.map((values, position) => {
+    const row = {position: position};
+    fields.forEach((name, i) => { row[name] = values[i]; });
+    return row;
+  });
+}
+
+function statusKind(status) {
+  if (status === "completed") return "ok";
+  if (status === "running") return "info";
+  return "bad";
+}
+
+function summaryText(summary) {
+  if (!summary) return null;
+  const parts = [];
+  for (const [key, value] of Object.entries(summary)) {
+    if (value && typeof value === "object") {
+      const inner = Object.entries(value).map(([k, v]) => k + " " + fmtNum(v)).join(", ");
+      parts.push(key + ": " + (inner || "–"));
+    } else {
+      parts.push(key + " " + (key === "avg_error" ? fmtPct(value) : fmtNum(value)));
+    }
+  }
+  return parts.join(" · ");
+}
+
+function syncText(run) {
+  if (run.platform) {
+    const where = "synced: platform id " + run.platform.id + (run.platform.url ? " (" + run.platform.url + ")" : "");
+    return run.pending === "-" ? where : where + "; still pending: " + run.pending;
+  }
+  return run.mode === "online" ? "online, pending: " + run.pending : "not synced (run `prime-runs sync` to upload)";
+}
+
+function runCard(run, index, multiple) {
+  const c = run.counts;
+  const lost = [];
+  if (c.torn_lines) lost.push(fmtInt(c.torn_lines) + " torn last line(s) skipped");
+  if (c.bad_lines) lost.push(fmtInt(c.bad_lines) + " unreadable line(s) skipped");
+  const passing = run.passing;
+  return h(
+    "div",
+    {class: "run-card"},
+    h("h3", null, multiple ? swatch(index) : null, " ", run.name, " ", badge(run.status, statusKind(run.status))),
+    facts([
+      ["run id", run.id],
+      ["model", run.model],
+      ["environments", run.environments.join(", ") || "–"],
+      ["framework", run.framework],
+      ["mode", run.mode],
+      ["platform", syncText(run)],
+      ["created", fmtTime(run.created_at)],
+      ["finished", run.finished_at ? fmtTime(run.finished_at) : "–"],
+      ["error", run.error],
+      ["records", fmtInt(c.records) + " (" + fmtInt(c.traces) + " traces)"],
+      ["failed", fmtInt(c.failed) + " of " + fmtInt(c.records) + (c.records ? " (" + fmtPct(c.failed / c.records) + ")" : "")],
+      ["truncated", c.truncated ? fmtInt(c.truncated) : null],
+      ["unscored", c.unscored ? fmtInt(c.unscored) : null],
+      ["skipped lines", lost.length ? lost.join(", ") : null],
+      ["summary", run.summary ? summaryText(run.summary) : summaryText(run.computed_summary) + " (computed from the records: the run recorded none)"],
+      ["pass@1", passing ? fmtPct(passing.pass1) + " (" + passing.label + " = 1, over " + fmtInt(passing.examples) + " examples)" : null],
+      ["pass@" + (passing ? passing.k : "k"), passing && isNumber(passing.passk) ? fmtPct(passing.passk) + " (over the " + fmtInt(passing.examples_k) + " examples with " + passing.k + "+ rollouts)" : null],
+      ["tokens", fmtInt(run.tokens.total) + " (" + fmtInt(run.tokens.in) + " in, " + fmtInt(run.tokens.out) + " out)"],
+      ["config", run.config],
+      ["tags", run.tags.join(", ")],
+      ["description", run.description],
+    ])
+  );
+}
+
+function overviewSection(report, names) {
+  const functions = {};
+  report.runs.forEach((run, r) => run.functions.forEach((f) => {
+    functions[f.name] = functions[f.name] || {weight: f.weight, values: report.runs.map(() => null), scored: report.runs.map(() => null)};
+    functions[f.name].values[r] = f.mean;
+    functions[f.name].scored[r] = f.scored;
+  }));
+  const rows = Object.entries(functions).map(([name, f]) => ({label: name + (isNumber(f.weight) ? " ×" + fmtNum(f.weight, 2) : ""), values: f.values}));
+  const metricNames = [...new Set(report.runs.flatMap((run) => Object.keys(run.metrics)))];
+  const table = h(
+    "table",
+    {class: "data compact"},
+    h("thead", null, h("tr", null, h("th", null, "reward function / metric"), names.map((n) => h("th", {class: "num"}, shorten(n, 24))))),
+    h("tbody", null,
+      Object.entries(functions).map(([name, f]) => h("tr", null, h("td", null, name, h("span", {class: "muted"}, " weight " + fmtNum(f.weight, 2))), f.values.map((v, r) => h("td", {class: "num"}, fmtNum(v) + " ", h("span", {class: "muted"}, "n=" + fmtInt(f.scored[r])))))),
+      metricNames.map((name) => h("tr", null, h("td", null, name, h("span", {class: "muted"}, " metric")), report.runs.map((run) => h("td", {class: "num"}, fmtNum(run.metrics[name])))))
+    )
+  );
+  return section(
+    "overview",
+    "Rewards",
+    note("Per episode, the reward of its summary trace (the first trainable trace): the sum of score × weight over its reward functions. Function means are raw scores."),
+    h("div", {class: "charts"},
+      histogramChart(report.charts.reward, names, {title: "Reward distribution (episodes)", xLabel: "reward"}),
+      barChart(rows, names, {title: "Mean score per reward function", max: 1})
+    ),
+    table
+  );
+}
+
+function exampleRows(report) {
+  const rows = report.examples.map((example, i) => ({index: i, example: example.name, key: example.key, idx: example.idx, env: example.env}));
+  report.runs.forEach((run, r) => {
+    for (const [index, rollouts, mean, pass1, passk, errors] of run.examples) {
+      Object.assign(rows[index], {["rollouts" + r]: rollouts, ["mean" + r]: mean, ["pass1_" + r]: pass1, ["passk" + r]: passk, ["errors" + r]: errors});
+    }
+  });
+  if (report.comparison) {
+    for (const [index, ...verdicts] of report.comparison.rows) {
+      verdicts.forEach((v, i) => {
+        const row = rows[index];
+        row["verdict" + (i + 1)] = v;
+        const base = row.mean0;
+        const other = row["mean" + (i + 1)];
+        row["delta" + (i + 1)] = isNumber(base) && isNumber(other) ? other - base : null;
+      });
+    }
+  }
+  return rows;
+}
+
+function exampleColumns(report) {
+  const columns = [
+    {key: "example", label: "Example", format: (v, row) => h("span", {title: row.key}, v)},
+    {key: "idx", label: "#", numeric: true},
+    {key: "env", label: "Environment"},
+  ];
+  const multiple = report.runs.length > 1;
+  report.runs.forEach((run, r) => {
+    const suffix = multiple ? " (" + shorten(run.name, 16) + ")" : "";
+    const k = run.passing ? run.passing.k : 0;
+    columns.push({key: "rollouts" + r, label: "Rollouts" + suffix, numeric: true, format: fmtInt});
+    columns.push({key: "mean" + r, label: "Mean reward" + suffix, numeric: true, format: (v) => fmtNum(v)});
+    if (run.passing) {
+      columns.push({key: "pass1_" + r, label: "pass@1" + suffix, numeric: true, format: fmtPct, title: "Share of rollouts passing (" + run.passing.label + " = 1)"});
+      if (k > 1) columns.push({key: "passk" + r, label: "pass@" + k + suffix, numeric: true, format: fmtPct, title: "Unbiased pass@" + k + " estimate"});
+    }
+    columns.push({key: "errors" + r, label: "Failed" + suffix, numeric: true, format: fmtInt});
+  });
+  report.runs.slice(1).forEach((run, i) => {
+    columns.push({key: "delta" + (i + 1), label: "Δ mean (" + shorten(run.name, 16) + ")", numeric: true, format: (v) => isNumber(v) ? (v > 0 ? "+" : "") + fmtNum(v) : "–"});
+    columns.push({key: "verdict" + (i + 1), label: "vs first run", format: (v) => badge(v, v === "better" ? "ok" : v === "worse" ? "bad" : "muted")});
+  });
+  return columns;
+}
+
+function examplesSection(report, browser) {
+  const rows = exampleRows(report);
+  const verdicts = report.comparison ? [["verdict", "change", [["all", "all"], ["better", "better"], ["worse", "worse"], ["same", "same"]]]] : [];
+  const controls = {placeholder: "Filter examples by name, key or environment", checks: [["failed", "with failed rollouts only"]], selects: verdicts};
+  const match = (row, filter) => {
+    if (filter.checks.failed && !report.runs.some((_, r) => row["errors" + r] > 0)) return false;
+    const wanted = filter.selects.verdict;
+    if (wanted && wanted !== "all" && !report.runs.slice(1).some((_, i) => row["verdict" + (i + 1)] === wanted)) return false;
+    return !filter.query || [row.example, row.key, row.env].some((v) => v && String(v).toLowerCase().includes(filter.query));
+  };
+  const table = filteredTable(exampleColumns(report), rows, controls, match, {onRowClick: (row) => browser.filter(row.key), empty: "No examples match."});
+  return section("examples", "Examples", note("One row per example (task.key). Click a header to sort, a row to list its episodes in the browser below."), table);
+}
+
+function comparisonSection(report) {
+  if (!report.comparison) return null;
+  const base = report.runs[0];
+  const lines = report.comparison.counts.map((counts, i) =>
+    h("li", null, h("strong", null, report.runs[i + 1].name), " against ", base.name, ": ",
+      ["better", "worse", "same", "new", "missing", "unscored"].filter((k) => counts[k]).map((k) => fmtInt(counts[k]) + " " + k).join(", ") || "no examples")
+  );
+  return section("comparison", "Comparison", note("Mean reward per example, each run against the first. Use the change filter in the examples table to list them."), h("ul", {class: "plain"}, lines));
+}
+
+function errorsSection(report, browser) {
+  const blocks = report.runs.map((run, r) => {
+    const rows = run.errors.map((group) => h(
+      "tr", null,
+      h("td", null, h("code", null, group.type)),
+      h("td", {class: "wrap"}, group.message || "–"),
+      h("td", {class: "num"}, fmtInt(group.episodes)),
+      h("td", null, group.samples.map((position) => h("button", {type: "button", class: "link", onclick: () => browser.open(r, position)}, shorten(run.episodes.rows[position][0], 10))))
+    ));
+    const stops = run.stops.map(([name, count]) => h("tr", null, h("td", null, name), h("td", {class: "num"}, fmtInt(count))));
+    return h("div", {class: "run-errors"},
+      report.runs.length > 1 ? h("h3", null, swatch(r), " ", run.name) : null,
+      rows.length
+        ? h("table", {class: "data"}, h("thead", null, h("tr", null, h("th", null, "Error"), h("th", null, "Message"), h("th", {class: "num"}, "Episodes"), h("th", null, "Open"))), h("tbody", null, rows))
+        : note("No errors recorded."),
+      h("table", {class: "data compact"}, h("thead", null, h("tr", null, h("th", null, "Stop condition"), h("th", {class: "num"}, "Episodes"))), h("tbody", null, stops))
+    );
+  });
+  return section("errors", "Errors and stop conditions", note("Episode and trace errors grouped by type and first message line; the stop condition is the summary trace's."), h("div", {class: "side-by-side"}, blocks));
+}
+
+function usageSection(report, names) {
+  const charts = report.charts;
+  return section(
+    "usage",
+    "Tokens and latency",
+    h("div", {class: "charts"},
+      histogramChart(charts.tokens, names, {title: "Tokens per episode", xLabel: "tokens (context counted once)", format: fmtInt}),
+      histogramChart(charts.duration, names, {title: "Episode duration", xLabel: "first start to last phase end", format: fmtSeconds}),
+      histogramChart(charts.latency, names, {title: "Model call latency", xLabel: "per call", format: fmtSeconds}),
+      histogramChart(charts.turns, names, {title: "Turns per episode", xLabel: "sampled messages of the summary trace", format: fmtInt})
+    )
+  );
+}
+
+function navigation(report) {
+  const links = [["runs", "Runs"], ["overview", "Rewards"], ["examples", "Examples"]];
+  if (report.comparison) links.push(["comparison", "Comparison"]);
+  links.push(["errors", "Errors"], ["usage", "Tokens & latency"], ["browser", "Episodes"]);
+  return h("nav", null, links.map(([id, label]) => h("a", {href: "#" + id}, label)));
+}
+
+function main() {
+  const report = JSON.parse(document.getElementById("report-data").textContent);
+  const names = report.runs.map((run) => run.name);
+  const episodesByRun = report.runs.map(episodeRows);
+  const browser = episodeBrowser(report, episodesByRun);
+  const embedded = report.runs.reduce((n, run) => n + run.counts.embedded, 0);
+  const total = report.runs.reduce((n, run) => n + run.counts.records, 0);
+  const app = document.getElementById("app");
+  append(app, [
+    h("header", null, h("h1", null, "prime-runs report"), h("p", {class: "subtitle"}, names.join(" vs ") || "no runs"), navigation(report)),
+    section("runs", report.runs.length > 1 ? "Runs" : "Run", h("div", {class: "cards"}, report.runs.map((run, i) => runCard(run, i, report.runs.length > 1)))),
+    overviewSection(report, names),
+    examplesSection(report, browser),
+    comparisonSection(report),
+    errorsSection(report, browser),
+    usageSection(report, names),
+    section("browser", "Episodes", note("Messages are embedded for " + fmtInt(embedded) + " of " + fmtInt(total) + " episodes (every example first, failed episodes first within it)."), browser.element),
+    h("footer", null, "Written by " + report.generator + " at " + fmtTime(report.generated_at) + ". Self-contained: this file loads nothing from the network."),
+  ]);
+}
+
+main();

@@ -1,0 +1,125 @@
+// Sortable, filterable tables that render only a page of rows at a time, so a run with
+// thousands of examples or episodes stays quick to open and to sort.
+
+const PAGE_SIZE = 100;
+
+function compareValues(a, b) {
+  const missingA = a === null || a === undefined;
+  const missingB = b === null || b === undefined;
+  if (missingA || missingB) return missingA === missingB ? 0 : missingA ? 1 : -1;
+  if (typeof a === "number" && typeof b === "number") return a - b;
+  return String(a).localeCompare(String(b), "en", {numeric: true});
+}
+
+// columns: [{key, label, format?(value, row), numeric?, title?}]
+// options: {onRowClick?(row), empty?, caption?}
+// Returns {element, setRows(rows)}; clicking a header sorts by it (again: reversed).
+function sortableTable(columns, options) {
+  const state = {rows: [], sortKey: null, descending: false, shown: PAGE_SIZE};
+  const head = h("tr");
+  const headers = columns.map((column) => {
+    const th = h(
+      "th",
+      {scope: "col", class: column.numeric ? "num sortable" : "sortable", title: column.title || "Sort by " + column.label, onclick: () => sortBy(column.key)},
+      column.label
+    );
+    head.appendChild(th);
+    return th;
+  });
+  const body = h("tbody");
+  const more = h("button", {type: "button", class: "more", onclick: () => { state.shown += PAGE_SIZE * 5; render(); }});
+  const count = h("p", {class: "count"});
+  const table = h("table", {class: "data"}, h("thead", null, head), body);
+  const element = h("div", {class: "table-box"}, count, h("div", {class: "scroll"}, table), more);
+
+  function sortBy(key) {
+    state.descending = state.sortKey === key ? !state.descending : false;
+    state.sortKey = key;
+    state.rows.sort((a, b) => {
+      const order = compareValues(a[key], b[key]);
+      const missing = a[key] === null || a[key] === undefined || b[key] === null || b[key] === undefined;
+      return state.descending && !missing ? -order : order;
+    });
+    headers.forEach((th, i) => {
+      const active = columns[i].key === key;
+      th.setAttribute("aria-sort", active ? (state.descending ? "descending" : "ascending") : "none");
+    });
+    render();
+  }
+
+  function render() {
+    body.replaceChildren();
+    const visible = state.rows.slice(0, state.shown);
+    for (const row of visible) {
+      const tr = h("tr", options.onRowClick ? {class: "clickable", onclick: () => options.onRowClick(row)} : null);
+      for (const column of columns) {
+        const value = row[column.key];
+        const shown = column.format ? column.format(value, row) : value === null || value === undefined ? "–" : value;
+        tr.appendChild(h("td", {class: column.numeric ? "num" : null}, shown));
+      }
+      body.appendChild(tr);
+    }
+    if (!state.rows.length) {
+      body.appendChild(h("tr", null, h("td", {colspan: columns.length, class: "empty"}, options.empty || "Nothing to show.")));
+    }
+    count.textContent = visible.length < state.rows.length
+      ? "Showing " + fmtInt(visible.length) + " of " + fmtInt(state.rows.length) + " rows"
+      : fmtInt(state.rows.length) + " rows";
+    const left = state.rows.length - visible.length;
+    more.hidden = left <= 0;
+    more.textContent = "Show " + fmtInt(Math.min(left, PAGE_SIZE * 5)) + " more";
+  }
+
+  function setRows(rows) {
+    state.rows = rows.slice();
+    state.shown = PAGE_SIZE;
+    if (state.sortKey !== null) {
+      const key = state.sortKey;
+      state.sortKey = null;
+      state.descending = !state.descending;
+      sortBy(key);
+    } else {
+      render();
+    }
+  }
+
+  return {element: element, setRows: setRows};
+}
+
+// A text box and checkboxes in front of a table; `match(row, query, checks)` decides.
+function filterBar(controls, onChange) {
+  const query = h("input", {type: "search", placeholder: controls.placeholder, class: "filter", "aria-label": controls.placeholder});
+  query.addEventListener("input", onChange);
+  const checks = {};
+  const boxes = (controls.checks || []).map(([key, label]) => {
+    const box = h("input", {type: "checkbox", onchange: onChange});
+    checks[key] = box;
+    return h("label", {class: "check"}, box, " ", label);
+  });
+  const selects = {};
+  const menus = (controls.selects || []).map(([key, label, choices]) => {
+    const menu = h("select", {onchange: onChange, "aria-label": label}, choices.map(([value, text]) => h("option", {value: value}, text)));
+    selects[key] = menu;
+    return h("label", {class: "check"}, label + " ", menu);
+  });
+  const element = h("div", {class: "filters"}, query, boxes, menus);
+  return {
+    element: element,
+    setQuery: (text) => {
+      query.value = text;
+      onChange();
+    },
+    value: () => ({
+      query: query.value.trim().toLowerCase(),
+      checks: Object.fromEntries(Object.entries(checks).map(([k, box]) => [k, box.checked])),
+      selects: Object.fromEntries(Object.entries(selects).map(([k, menu]) => [k, menu.value])),
+    }),
+  };
+}
+
+function filteredTable(columns, rows, controls, match, options) {
+  const table = sortableTable(columns, options);
+  const bar = filterBar(controls, () => table.setRows(rows.filter((row) => match(row, bar.value()))));
+  table.setRows(rows);
+  return h("div", null, bar.element, table.element);
+}
