@@ -4,9 +4,17 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+import httpx
 import pytest
 
-from prime_runs.errors import ConfigurationError, EnvironmentResolutionError
+from prime_runs.errors import (
+    APIError,
+    ConfigurationError,
+    EnvironmentResolutionError,
+    ForbiddenError,
+    RetryableAPIError,
+    UnauthorizedError,
+)
 from prime_runs.platform._http import PlatformClient
 from prime_runs.platform.environments import (
     EnvironmentRef,
@@ -95,10 +103,52 @@ def test_an_unknown_slug_fails_naming_it(platform: StandInPlatform, client: Plat
     assert "bob/missing" in str(info.value) and "404" in str(info.value)
 
 
-def test_a_server_error_fails_resolution(platform: StandInPlatform, client: PlatformClient) -> None:
-    platform.fail("env_resolve", 500)
-    with pytest.raises(EnvironmentResolutionError, match=r"'math'.*500"):
+@pytest.mark.parametrize(
+    ("status", "error"),
+    [
+        (500, APIError),
+        (503, RetryableAPIError),
+        (429, RetryableAPIError),
+        (401, UnauthorizedError),
+        (403, ForbiddenError),
+    ],
+)
+@pytest.mark.parametrize("given", ["math", "alice/math"])
+def test_a_hub_that_fails_or_refuses_the_key_is_not_a_resolution_error(
+    platform: StandInPlatform, client: PlatformClient, status: int, error: type, given: str
+) -> None:
+    """Failing to reach or be authorised by the hub says nothing about the environment:
+    the caller gets the API error (a registration failure), never a resolution error."""
+    platform.outage(status)
+    with pytest.raises(error) as info:
+        resolve_environments(client, [given], None)
+    assert not isinstance(info.value, EnvironmentResolutionError)
+    assert str(status) in str(info.value)
+
+
+def test_a_hub_answer_without_an_id_is_a_resolution_error() -> None:
+    transport = httpx.MockTransport(lambda r: httpx.Response(200, json={"data": {"name": "x"}}))
+    settings = Settings(
+        "k", None, "http://hub.test", "http://hub.test", "http://hub.test", "online"
+    )
+    with PlatformClient(settings, transport=transport) as client:
+        with pytest.raises(EnvironmentResolutionError, match="without an id") as info:
+            resolve_environments(client, ["math"], None)
+    assert info.value.environment == "math"
+
+
+def test_a_name_the_hub_refuses_is_a_resolution_error(
+    platform: StandInPlatform, client: PlatformClient
+) -> None:
+    platform.fail("env_resolve", 422)
+    with pytest.raises(EnvironmentResolutionError, match=r"'math'.*422"):
         resolve_environments(client, ["math"], None)
+
+
+@pytest.mark.parametrize("bad", [5, b"math", 2.5, object()])
+def test_environments_that_are_not_a_list_fail_locally(bad: object) -> None:
+    with pytest.raises(ConfigurationError, match="environments="):
+        coerce_environments(bad)  # type: ignore[arg-type]
 
 
 def test_no_evaluation_is_created_when_an_environment_fails(platform: StandInPlatform) -> None:

@@ -242,6 +242,43 @@ def test_five_attempts_then_the_last_error_with_backoff_between() -> None:
         assert min(30, 2**n) * 0.5 <= wait <= min(30, 2**n) * 1.5
 
 
+def test_a_retry_sequence_is_announced_once_when_it_starts(caplog) -> None:
+    """The ~15 s of retries is never silent: one warning line when the first retry starts
+    (what failed, how many more attempts, about how long), quiet until a request succeeds."""
+    h = Harness(answers(httpx.Response(503, text=f"busy {KEY}")))
+    with caplog.at_level(logging.WARNING, logger="prime_runs"):
+        with pytest.raises(errors.RetryableAPIError):
+            h.client.request("POST", "/environmentshub/resolve", json={}, idempotent=True)
+        with pytest.raises(errors.RetryableAPIError):
+            h.client.request("GET", "/x", idempotent=True)  # same outage: no second line
+    lines = [r.getMessage() for r in caplog.records]
+    assert len(lines) == 1, lines
+    assert "POST /api/v1/environmentshub/resolve -> 503" in lines[0]
+    assert "retrying up to 4 more times over about 15 s before giving up" in lines[0]
+    assert KEY not in caplog.text
+    assert len(h.requests) == 10  # the policy itself is unchanged
+
+
+def test_the_retry_line_comes_again_after_a_success(caplog) -> None:
+    h = Harness(
+        answers(
+            httpx.Response(429, headers={"Retry-After": "2"}),
+            httpx.Response(200, json={}),
+            httpx.Response(200, json={}),
+            httpx.Response(502),
+            httpx.Response(200, json={}),
+        )
+    )
+    with caplog.at_level(logging.WARNING, logger="prime_runs"):
+        h.client.request("GET", "/a", idempotent=True)
+        h.client.request("GET", "/b", idempotent=True)  # first attempt succeeds: no line
+        h.client.request("GET", "/c", idempotent=True)
+    lines = [r.getMessage() for r in caplog.records]
+    assert len(lines) == 2, lines
+    assert "GET /api/v1/a -> 429" in lines[0] and "about 16 s" in lines[0]  # 2 + 2 + 4 + 8
+    assert "GET /api/v1/c -> 502" in lines[1]
+
+
 def test_retry_after_seconds_are_honoured_and_capped() -> None:
     h = Harness(
         answers(

@@ -226,3 +226,28 @@ def test_settings_are_frozen(home: Path) -> None:
 def test_evaluation_url(home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PRIME_FRONTEND_URL", "http://app.test/")
     assert Settings.resolve().evaluation_url("ev1") == "http://app.test/dashboard/evaluations/ev1"
+
+
+def test_bad_values_name_their_source_and_never_echo_the_key(tmp_path, monkeypatch) -> None:
+    config = tmp_path / "config.json"
+    config.write_text('{"api_key": "kéy-in-file", "base_url": "ftp://file.test"}')
+    with pytest.raises(ConfigurationError, match=r"api_key in .*config\.json") as info:
+        Settings.resolve(config_path=config)
+    assert "kéy" not in str(info.value)
+    config.write_text('{"api_key": "good-key", "base_url": "ftp://file.test"}')
+    with pytest.raises(ConfigurationError, match=r"base_url in .*config\.json"):
+        Settings.resolve(config_path=config)
+    monkeypatch.setenv("PRIME_BASE_URL", "gopher://alias.test")
+    with pytest.raises(ConfigurationError, match="PRIME_BASE_URL"):
+        Settings.resolve(config_path=config)
+    with pytest.raises(ConfigurationError, match="traces_url="):
+        Settings.resolve(api_key="k", base_url="http://ok.test", traces_url="file:///x")
+    with pytest.raises(ConfigurationError, match="mode= must be a string"):
+        Settings.resolve(mode=5)  # type: ignore[arg-type]
+    # An https URL with user info is accepted; a bad one is shown without its password.
+    with pytest.raises(ConfigurationError) as info:
+        Settings.resolve(api_key="k", base_url="ftp://user:pw@host.test")
+    assert "pw" not in str(info.value)
+    assert Settings.resolve(api_key="k", base_url="HTTPS://host.test/").base_url == (
+        "https://host.test"
+    )

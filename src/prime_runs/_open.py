@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import os
+import reprlib
 import secrets
 import time
 from collections.abc import Mapping, Sequence
@@ -13,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from ._archive import RunArchive
+from ._argcheck import check_arguments
 from ._runconfig import capture_config
 from ._state import RAISE, WARN, Identity, RunState
 from ._version import __version__
@@ -65,14 +67,18 @@ def local_run_id() -> str:
     return time.strftime("run-%Y%m%d-%H%M%S-", time.gmtime()) + secrets.token_hex(4)
 
 
-def check_on_error(on_error: str) -> str:
-    if on_error not in (WARN, RAISE):
-        raise ConfigurationError(f"on_error={on_error!r} is not valid; use 'warn' or 'raise'")
+def check_on_error(on_error: object) -> str:
+    if not isinstance(on_error, str) or on_error not in (WARN, RAISE):
+        raise ConfigurationError(
+            f"on_error={reprlib.repr(on_error)} is not valid; use 'warn' or 'raise'"
+        )
     return on_error
 
 
 def resolve(opts: RunOptions) -> tuple[Settings, dict[str, Any], list[Any]]:
     """Validate every input before anything is created (errors here always propagate)."""
+    # Not asdict(): that deep-copies config=, which may be any object.
+    check_arguments({f.name: getattr(opts, f.name) for f in dataclasses.fields(opts)})
     check_on_error(opts.on_error)
     settings = Settings.resolve(
         api_key=opts.api_key, team_id=opts.team_id, base_url=opts.base_url, mode=opts.mode
@@ -82,8 +88,6 @@ def resolve(opts: RunOptions) -> tuple[Settings, dict[str, Any], list[Any]]:
     config = capture_config(opts.config)
     # Offline runs may name no environment; online ones are checked before registering.
     environments = coerce_environments(opts.environments) if opts.environments else []
-    if isinstance(opts.tags, str) or not all(isinstance(t, str) for t in opts.tags):
-        raise ConfigurationError("tags= must be a list of strings")
     return settings, config, environments
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import threading
 import weakref
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from opentelemetry import context as otel_context
@@ -13,9 +13,10 @@ from opentelemetry import trace
 from opentelemetry.sdk.trace import TracerProvider
 
 from . import _exit, semconv
+from ._argcheck import check_arguments
 from ._ids import ID_GENERATOR
 from ._join import context_to_join, join_state
-from ._open import RunOptions, open_state
+from ._open import RunOptions, check_on_error, open_state
 from ._state import RunState
 from ._version import __version__
 from .errors import ConfigurationError, RunFinishedError
@@ -77,6 +78,9 @@ def configure_exporter(
             f"configure_exporter() got unknown settings {sorted(unknown)}; "
             f"allowed: {sorted(allowed)}"
         )
+    check_arguments(settings)
+    if "on_error" in settings:
+        check_on_error(settings["on_error"])
     if tracer_provider is None:
         current = trace.get_tracer_provider()
         if isinstance(current, TracerProvider):
@@ -128,6 +132,30 @@ def init(
     creating another; pass ``join=False`` to never join, or a carrier to join it.
     See ``docs/concepts.md``.
     """
+    if isinstance(tags, Iterable) and not isinstance(tags, (str, bytes)):
+        tags = list(tags)  # once: a generator is read here, not consumed by the check
+    check_arguments(
+        {
+            "name": name,
+            "environments": environments,
+            "model": model,
+            "framework": framework,
+            "description": description,
+            "tags": tags,
+            "team_id": team_id,
+            "id": id,
+            "mode": mode,
+            "dir": dir,
+            "api_key": api_key,
+            "base_url": base_url,
+            "traces": traces,
+            "samples": samples,
+            "journal": journal,
+            "handle_signals": handle_signals,
+            "join": join,
+        }
+    )
+    check_on_error(on_error)
     if isinstance(environments, str):
         environments = [environments]
     opts = RunOptions(
@@ -137,7 +165,7 @@ def init(
         framework=framework,
         config=config,
         description=description,
-        tags=list(tags or []),
+        tags=list(tags or ()),
         team_id=team_id,
         id=id,
         mode=mode,

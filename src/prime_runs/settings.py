@@ -106,11 +106,46 @@ def _text(value: object) -> str | None:
 
 
 def _first(*values: object) -> str | None:
-    for value in values:
+    return _sourced(*((None, v) for v in values))[0]
+
+
+def _sourced(*candidates: tuple[str | None, object]) -> tuple[str | None, str | None]:
+    """The first non-blank ``(value, source)`` of ``(source, value)`` candidates."""
+    for source, value in candidates:
         text = _text(value)
         if text is not None:
-            return text
-    return None
+            return text, source
+    return None, None
+
+
+def _check_argument_types(**arguments: object) -> None:
+    for name, value in arguments.items():
+        if value is not None and not isinstance(value, str):
+            raise ConfigurationError(
+                f"{name}= must be a string or None, got {type(value).__name__}"
+            )
+
+
+def check_api_key(key: str | None, source: str) -> None:
+    """An HTTP header carries the key: printable ASCII, no spaces. The key is never echoed."""
+    if key is not None and not (key.isascii() and key.isprintable() and " " not in key):
+        raise ConfigurationError(
+            f"{source} holds characters an API key never has (non-ASCII, spaces or control "
+            "characters); copy the key again from the dashboard or run `prime login`"
+        )
+
+
+def check_url(url: str, source: str) -> None:
+    """An ``http://`` or ``https://`` URL with a host (anything else would cost a round of
+    retries before failing)."""
+    parts = urlsplit(url)
+    if parts.scheme.lower() in ("http", "https") and parts.hostname:
+        return
+    shown = url if "@" not in parts.netloc else f"{parts.scheme}://***@{parts.hostname}"
+    raise ConfigurationError(
+        f"{source} {shown[:200]!r} is not an http:// or https:// URL with a host; "
+        "e.g. 'https://api.primeintellect.ai'"
+    )
 
 
 @dataclass(frozen=True, repr=False)
@@ -151,27 +186,46 @@ class Settings:
         is ``mode=`` > ``PRIME_RUNS_MODE`` > ``online`` with an API key, else ``offline``.
         Raises ``ConfigurationError`` for an unknown mode or ``online`` without a key.
         """
+        _check_argument_types(
+            api_key=api_key, team_id=team_id, base_url=base_url, traces_url=traces_url, mode=mode
+        )
         env: Mapping[str, str] = os.environ
         file = load_config_file(config_path)
+        where = f"{config_path or default_config_path()}"
 
-        key = (
-            _text(api_key)
-            if api_key is not None
-            else _first(env.get(API_KEY_ENV), file.get("api_key"))
-        )
+        if api_key is not None:
+            key, key_source = _text(api_key), "api_key="
+        else:
+            key, key_source = _sourced(
+                (API_KEY_ENV, env.get(API_KEY_ENV)), (f"api_key in {where}", file.get("api_key"))
+            )
         team = _first(team_id, env.get(TEAM_ID_ENV), file.get("team_id"))
-        base = _first(
-            base_url, env.get(BASE_URL_ENV), env.get(BASE_URL_ALIAS_ENV), file.get("base_url")
+        base, base_source = _sourced(
+            ("base_url=", base_url),
+            (BASE_URL_ENV, env.get(BASE_URL_ENV)),
+            (BASE_URL_ALIAS_ENV, env.get(BASE_URL_ALIAS_ENV)),
+            (f"base_url in {where}", file.get("base_url")),
         )
-        traces = _first(traces_url, env.get(TRACES_URL_ENV), file.get("traces_url"))
+        traces, traces_source = _sourced(
+            ("traces_url=", traces_url),
+            (TRACES_URL_ENV, env.get(TRACES_URL_ENV)),
+            (f"traces_url in {where}", file.get("traces_url")),
+        )
         frontend = _first(env.get(FRONTEND_URL_ENV), file.get("frontend_url"))
+        resolved_mode = _resolve_mode(mode, env.get(MODE_ENV), has_key=key is not None)
+        if resolved_mode != DISABLED:
+            # A disabled run does nothing, so settings it never uses cannot stop it.
+            check_api_key(key, key_source or "the API key")
+            for url, source in ((base, base_source), (traces, traces_source)):
+                if url is not None:
+                    check_url(url, source or "a URL")
         return cls(
             api_key=key,
             team_id=team,
             base_url=normalize_api_url(base or DEFAULT_BASE_URL),
             traces_url=normalize_api_url(traces or DEFAULT_TRACES_URL),
             frontend_url=(frontend or DEFAULT_FRONTEND_URL).rstrip("/"),
-            mode=_resolve_mode(mode, env.get(MODE_ENV), has_key=key is not None),
+            mode=resolved_mode,
         )
 
     def evaluation_url(self, evaluation_id: str) -> str:
@@ -216,6 +270,8 @@ __all__ = [
     "TEAM_ID_ENV",
     "TRACES_URL_ENV",
     "Settings",
+    "check_api_key",
+    "check_url",
     "default_config_path",
     "load_config_file",
     "normalize_api_url",

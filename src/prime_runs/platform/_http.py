@@ -206,6 +206,7 @@ class PlatformClient:
         }
         self._pid = os.getpid()
         self._client = self._new_client()
+        self._announced = False  # a retry warning was logged and no request succeeded since
 
     def __repr__(self) -> str:
         return f"PlatformClient(api_root={self.api_root!r})"
@@ -264,7 +265,9 @@ class PlatformClient:
                         MIN_ATTEMPT_TIMEOUT, min(timeout, deadline - time.monotonic())
                     )
                 try:
-                    return self._send(method, path, url, body, headers, params, attempt_timeout)
+                    result = self._send(method, path, url, body, headers, params, attempt_timeout)
+                    self._announced = False
+                    return result
                 except (RetryableAPIError, TransportError) as error:
                     last = attempt == attempts - 1
                     if last or (is_ambiguous(error) and not idempotent):
@@ -273,9 +276,36 @@ class PlatformClient:
                     wait = backoff(attempt) if wait is None else wait
                     if deadline is not None and time.monotonic() + wait >= deadline:
                         raise
+                    self._announce_retry(error, attempt, attempts, deadline)
                     logger.debug("%s %s failed (%s); retrying in %.1fs", method, path, error, wait)
                     self._sleep(wait)
         raise AssertionError("unreachable")  # pragma: no cover
+
+    def _announce_retry(
+        self,
+        error: BaseException,
+        attempt: int,
+        attempts: int,
+        deadline: float | None,
+    ) -> None:
+        """One warning when a retry sequence starts, so a wait of ~15 s is never silent.
+        Quiet (debug only) until a request succeeds again, so an outage is one line."""
+        if self._announced:
+            return
+        self._announced = True
+        left = attempts - 1 - attempt
+        first = getattr(error, "retry_after", None)
+        nominal = [min(BACKOFF_CAP, 2.0**n) for n in range(attempt, attempts - 1)]
+        expected = sum(nominal) if first is None else first + sum(nominal[1:])
+        if deadline is not None:
+            expected = max(0.0, min(expected, deadline - time.monotonic()))
+        logger.warning(
+            "prime-runs: %s; retrying up to %d more time%s over about %.0f s before giving up",
+            error,  # names the call and the failure; never the key (redacted)
+            left,
+            "" if left == 1 else "s",
+            expected,
+        )
 
     def _send(
         self,

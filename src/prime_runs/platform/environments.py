@@ -8,6 +8,12 @@
 
 Every entry is validated before the first request; one that does not resolve fails the
 whole call (never skipped), so no evaluation is created against the wrong environments.
+
+Only the hub saying an environment does not exist (404, or a 400/422 refusing the name or
+slug as given) or answering without an id is an ``EnvironmentResolutionError``. Failing to
+reach the hub or to be authorised by it (connect errors, timeouts, 5xx/429 after retries,
+401/402/403) propagates as the ``APIError`` it is: a registration failure, which ``init()``
+handles like a failed evaluation create (offline fallback under ``on_error="warn"``).
 """
 
 from __future__ import annotations
@@ -17,7 +23,12 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
-from ..errors import APIError, ConfigurationError, EnvironmentResolutionError
+from ..errors import (
+    ConfigurationError,
+    EnvironmentResolutionError,
+    NotFoundError,
+    ValidationRejectedError,
+)
 
 if TYPE_CHECKING:
     from ._http import PlatformClient
@@ -85,10 +96,24 @@ class EnvironmentRef:
         )
 
 
+def check_environments_type(environments: object) -> None:
+    """``ConfigurationError`` unless ``environments=`` is None, one entry or an iterable of
+    entries (a number or bytes would otherwise fail as a bare ``TypeError``)."""
+    if environments is None or isinstance(environments, (str, Mapping, EnvironmentRef)):
+        return
+    if isinstance(environments, (bytes, bytearray)) or not isinstance(environments, Iterable):
+        raise ConfigurationError(
+            "environments= must be a list of environment names, owner/name slugs, mappings "
+            f"or EnvironmentRef values, got {type(environments).__name__}; "
+            "e.g. environments=['gsm8k']"
+        )
+
+
 def coerce_environments(environments: Iterable[object] | str | None) -> list[EnvironmentRef]:
     """Validate every entry locally; at least one is required."""
     if isinstance(environments, (str, Mapping, EnvironmentRef)):
         environments = [environments]
+    check_environments_type(environments)
     refs = [EnvironmentRef.coerce(entry) for entry in environments or ()]
     if not refs:
         raise ConfigurationError(
@@ -116,8 +141,9 @@ def resolve_environments(
     deadline: float | None = None,
 ) -> list[dict[str, Any]]:
     """``[{"id", "version_id"?}]`` for the create body. Raises ``ConfigurationError`` for
-    bad entries (before any request) and ``EnvironmentResolutionError`` naming the first
-    environment that does not resolve."""
+    bad entries (before any request), ``EnvironmentResolutionError`` naming the first
+    environment the hub says does not exist, and the ``APIError`` of a hub that cannot be
+    reached or refuses the key."""
     refs = coerce_environments(environments)
     resolved: list[dict[str, Any]] = []
     for ref in refs:
@@ -148,7 +174,9 @@ def _resolve_one(
             response = client.request(
                 "POST", "/environmentshub/resolve", json=body, idempotent=True, deadline=deadline
             )
-    except APIError as exc:
+    except (NotFoundError, ValidationRejectedError) as exc:
+        # The hub's own answer about this environment. Anything else (unreachable, outage,
+        # rejected key) says nothing about the environment and propagates as it is.
         raise EnvironmentResolutionError(ref.label, str(exc)) from exc
     env_id = _id_of(response)
     if env_id is None:
@@ -167,4 +195,10 @@ def _id_of(response: Mapping[str, Any]) -> str | None:
     return None
 
 
-__all__ = ["EnvironmentRef", "coerce_environments", "dataset_name", "resolve_environments"]
+__all__ = [
+    "EnvironmentRef",
+    "check_environments_type",
+    "coerce_environments",
+    "dataset_name",
+    "resolve_environments",
+]
