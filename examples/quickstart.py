@@ -3,7 +3,8 @@
     make demo            # or: python examples/quickstart.py
 
 The run goes to the local archive (``PRIME_RUNS_DIR``, default ``./prime-runs``);
-``prime-runs ls`` / ``show`` read it and ``prime-runs sync`` uploads it later.
+``prime-runs ls`` / ``show`` read it, ``prime-runs report`` draws it as one HTML file
+(written at the end of this script), and ``prime-runs sync`` uploads it later.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 import os
 import queue
 import shutil
+import subprocess
 import sys
 import threading
 from pathlib import Path
@@ -66,6 +68,17 @@ def archive_files(root: Path) -> list[str]:
     return lines
 
 
+def write_report(archive: str) -> str:
+    """``prime-runs report RUN``, as a user would run it; returns the path it wrote."""
+    result = subprocess.run(
+        [sys.executable, "-m", "prime_runs.cli", "report", archive],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return result.stdout.strip()
+
+
 def main() -> None:
     episodes = fresh_episodes(NUM_EPISODES)
     run = pr.init(
@@ -93,11 +106,13 @@ def main() -> None:
     print(f"  archive     {show_path(run.archive_path)}/")
     for line in archive_files(archive):
         print(f"    {line}")
+    print(f"  report      {show_path(write_report(run.archive_path))}  (open it in a browser)")
     print()
     print("Next:")
     steps = [
         (f"{cmd} ls", "list the runs in the archive"),
         (f"{cmd} show {run.id}", "this run in detail"),
+        (f"{cmd} report {run.id} --open", "this run as a page: charts, examples, episodes"),
         (f"{cmd} sync", "upload offline runs (needs an API key)"),
     ]
     width = max(len(command) for command, _ in steps)

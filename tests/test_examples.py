@@ -112,9 +112,17 @@ def test_quickstart_archives_an_offline_run(sandbox: Sandbox) -> None:
     assert "36 records" in out and "status.json" in out
     status = json.loads((archive / "status.json").read_text())
     assert f"avg reward  {status['summary']['avg_reward']:.3f}" in out
-    for command in ("ls", f"show {archive.name}", "sync"):
+    for command in ("ls", f"show {archive.name}", f"report {archive.name} --open", "sync"):
         assert f"prime-runs {command}" in out
     assert "Traceback" not in result.stderr
+    # It ends by writing the run's report and saying where.
+    report = re.search(r"^  report\s+(\S+report\.html)  \(open it in a browser\)$", out, re.M)
+    assert report, out
+    page = (sandbox.cwd / report[1]).read_text("utf-8")
+    assert (sandbox.cwd / report[1]).resolve() == (archive / "report.html").resolve()
+    data = page.split('id="report-data">', 1)[1].split("</script>", 1)[0]
+    (described,) = json.loads(data)["runs"]
+    assert (described["id"], described["counts"]["records"]) == (archive.name, 36)
 
 
 def test_quickstart_stays_offline_with_an_api_key_set(sandbox: Sandbox) -> None:

@@ -98,6 +98,7 @@ def render_show(info: RunInfo, rewards: Sequence[float]) -> str:
             f"{info.pending.get(sink, 0)} pending",
         )
     add("pending", info.pending_text())
+    add("report", f"prime-runs report {info.run_id}  (HTML: charts, examples, episodes)")
     summary = status.get("summary")
     if isinstance(summary, dict) and summary:
         add("summary", _summary_line(summary))

@@ -74,7 +74,9 @@ def render(data: dict[str, Any]) -> str:
     script = script_text()
     style = asset("report.css")
     parts = {
-        "CSP": html.escape(content_security_policy(script, style), quote=True),
+        "CSP": html.escape(content_security_policy(script, style), quote=False).replace(
+            '"', "&quot;"
+        ),
         "TITLE": html.escape(title([str(r.get("name")) for r in data.get("runs", [])])),
         "STYLE": style,
         "DATA": embed_json(data),
