@@ -4,7 +4,13 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint e2e bench online-demo clean
+.PHONY: demo test lint e2e bench online-demo clean browser
+
+# The report's browser tests drive Debian's Chromium (a downloaded browser build cannot be
+# fetched here). Installed once when missing; where it cannot be installed (no root, no apt)
+# the browser tests skip and say why.
+CHROMIUM := /usr/bin/chromium
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo -n)
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -18,7 +24,13 @@ demo: $(STAMP)
 online-demo: $(STAMP)
 	$(BIN)/python examples/online_quickstart.py
 
-test: $(STAMP)
+browser:
+	@[ -x $(CHROMIUM) ] || { echo "installing chromium (Debian package) for the browser tests"; \
+	  $(SUDO) apt-get update -qq >/dev/null && \
+	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends \
+	    chromium >/dev/null; } || echo "could not install chromium: the browser tests will skip"
+
+test: $(STAMP) browser
 	$(BIN)/ruff check src tests examples bench e2e
 	$(BIN)/python -m pytest
 
