@@ -170,6 +170,12 @@ def test_histograms_share_bins_across_runs():
     assert binned["edges"] == [0.0, 9.75, 19.5, 29.25, 39.0]
     assert binned["counts"] == [[10, 10, 10, 10], [0, 0, 0, 1]]
     assert _stats.histogram([[], []])["counts"] == [[], []]
+    # Continuous figures (tokens, seconds) are always binned, even with few distinct values.
+    tokens = _stats.histogram([[40, 41, 226]], bins=2, discrete=False)
+    assert tokens["labels"] == [] and tokens["edges"] == [40, 133, 226]
+    assert tokens["counts"] == [[2, 1]]
+    same = _stats.histogram([[3.0, 3.0], [3.0]], discrete=False)
+    assert same == {"labels": [], "edges": [3.0, 3.0], "counts": [[2], [1]]}
 
 
 @pytest.mark.parametrize(

@@ -205,9 +205,11 @@ def _charts(runs: Sequence[LoadedRun]) -> dict[str, Any]:
 
     return {
         "reward": _stats.histogram(series(lambda es: (e.reward for e in es))),
-        "tokens": _stats.histogram(series(lambda es: (e.tokens_total for e in es))),
-        "duration": _stats.histogram(series(lambda es: (e.duration for e in es))),
-        "latency": _stats.histogram(series(lambda es: (v for e in es for v in e.call_latencies))),
+        "tokens": _stats.histogram(series(lambda es: (e.tokens_total for e in es)), discrete=False),
+        "duration": _stats.histogram(series(lambda es: (e.duration for e in es)), discrete=False),
+        "latency": _stats.histogram(
+            series(lambda es: (v for e in es for v in e.call_latencies)), discrete=False
+        ),
         "turns": _stats.histogram(series(lambda es: (e.turns for e in es if e.traces))),
     }
 

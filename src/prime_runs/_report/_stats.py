@@ -161,14 +161,17 @@ def stop_conditions(episodes: Sequence[EpisodeSummary]) -> list[list[Any]]:
     return [[name, n] for name, n in counts.most_common()]
 
 
-def histogram(series: Sequence[Sequence[float]], bins: int = BINS) -> dict[str, Any]:
-    """Counts per series over bins shared by all series. Few distinct values get one bar
-    each (``labels``); otherwise ``edges`` are ``bins`` equal-width intervals."""
+def histogram(
+    series: Sequence[Sequence[float]], bins: int = BINS, *, discrete: bool = True
+) -> dict[str, Any]:
+    """Counts per series over bins shared by all series. With ``discrete``, few distinct
+    values get one bar each (``labels``); otherwise ``edges`` are ``bins`` equal-width
+    intervals (one interval when every value is the same)."""
     values = [v for s in series for v in s]
     if not values:
         return {"labels": [], "edges": [], "counts": [[] for _ in series]}
     distinct = sorted(set(values))
-    if len(distinct) <= DISCRETE_MAX:
+    if discrete and len(distinct) <= DISCRETE_MAX:
         position = {v: i for i, v in enumerate(distinct)}
         counts = [[0] * len(distinct) for _ in series]
         for row, s in zip(counts, series, strict=True):
@@ -176,6 +179,8 @@ def histogram(series: Sequence[Sequence[float]], bins: int = BINS) -> dict[str, 
                 row[position[v]] += 1
         return {"labels": distinct, "edges": [], "counts": counts}
     low, high = distinct[0], distinct[-1]
+    if high == low:
+        return {"labels": [], "edges": [low, high], "counts": [[len(s)] for s in series]}
     width = (high - low) / bins
     counts = [[0] * bins for _ in series]
     for row, s in zip(counts, series, strict=True):

@@ -29,18 +29,21 @@ function binLabels(hist, format) {
   return labels;
 }
 
+// Four gridlines at round counts; returns the count at the top of the plot.
 function yAxis(svg, maxCount, plotHeight) {
   const ticks = 4;
+  const step = Math.max(1, Math.ceil(maxCount / ticks));
+  const top = step * ticks;
   for (let t = 0; t <= ticks; t++) {
-    const value = Math.round((maxCount * t) / ticks);
-    const y = CHART.top + plotHeight - (plotHeight * value) / maxCount;
+    const y = CHART.top + plotHeight - (plotHeight * t) / ticks;
     svg.appendChild(
       s("line", {x1: CHART.left, x2: CHART.width - CHART.right, y1: y, y2: y, class: "grid"})
     );
     svg.appendChild(
-      s("text", {x: CHART.left - 6, y: y + 4, class: "tick", "text-anchor": "end"}, fmtInt(value))
+      s("text", {x: CHART.left - 6, y: y + 4, class: "tick", "text-anchor": "end"}, fmtInt(step * t))
     );
   }
+  return top;
 }
 
 function xTicks(svg, labels, hist, format, binWidth, plotHeight) {
@@ -55,7 +58,7 @@ function xTicks(svg, labels, hist, format, binWidth, plotHeight) {
     return;
   }
   const count = hist.edges.length - 1;
-  for (const i of [0, Math.round(count / 2), count]) {
+  for (const i of new Set([0, Math.round(count / 2), count])) {
     const x = CHART.left + binWidth * i;
     const anchor = i === 0 ? "start" : i === count ? "end" : "middle";
     svg.appendChild(
@@ -72,14 +75,14 @@ function histogramChart(hist, runNames, options) {
   const plotWidth = CHART.width - CHART.left - CHART.right;
   const plotHeight = CHART.height - CHART.top - CHART.bottom;
   const binWidth = plotWidth / labels.length;
-  const maxCount = Math.max(1, ...hist.counts.map((row) => Math.max(0, ...row)));
+  const counted = Math.max(1, ...hist.counts.map((row) => Math.max(0, ...row)));
   const svg = s("svg", {
     viewBox: "0 0 " + CHART.width + " " + CHART.height,
     class: "chart",
     role: "img",
     "aria-label": options.title,
   });
-  yAxis(svg, maxCount, plotHeight);
+  const maxCount = yAxis(svg, counted, plotHeight);
   const barWidth = Math.max(1, (binWidth - 2) / hist.counts.length);
   hist.counts.forEach((row, run) => {
     row.forEach((count, bin) => {
