@@ -37,6 +37,7 @@ CHROMIUM_ARGS = [
 ]
 REPO = Path(__file__).resolve().parents[1]
 ARTIFACTS = REPO / ".artifacts"
+TOP_OF_PAGE = {"x": 0, "y": 0, "width": 1280, "height": 1240}
 HOSTILE_ID = "hostile-episode"
 SCRIPT_TEXT = "<script>alert(1)</script>"
 IMG_TEXT = "<img src=x onerror=\"window.__pwned=1;alert('img')\">"
@@ -286,4 +287,6 @@ def test_screenshot_of_the_demo_runs_report(tmp_path, open_page):
     target = ARTIFACTS / "report-demo.png"
     page.screenshot(path=str(target), full_page=True)
     assert target.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and target.stat().st_size > 20_000
+    # The top of the page, as docs/img/report.png shows it.
+    page.screenshot(path=str(ARTIFACTS / "report-demo-top.png"), full_page=True, clip=TOP_OF_PAGE)
     opened.assert_quiet()

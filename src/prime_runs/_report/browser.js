@@ -94,6 +94,7 @@ function traceBlock(trace, index) {
 function episodeDetail(report, runIndex, row) {
   const run = report.runs[runIndex];
   const example = report.examples[row.example] || {};
+  const doc = row.browse >= 0 ? run.browse[row.browse] : null;
   const detail = h(
     "div",
     {class: "episode", "data-episode": row.id},
@@ -108,14 +109,13 @@ function episodeDetail(report, runIndex, row) {
       ["tokens", fmtInt(row.tokens)],
       ["duration", fmtSeconds(row.duration)],
       ["started", fmtTime(row.started)],
+      ["expected answer", doc && doc.answer !== null && doc.answer !== undefined ? String(doc.answer) : null],
     ])
   );
-  const doc = row.browse >= 0 ? run.browse[row.browse] : null;
   if (!doc) {
     detail.appendChild(note("This episode's messages are not embedded: the report keeps full content for " + fmtInt(run.counts.embedded) + " of " + fmtInt(run.counts.records) + " episodes to stay small (raise --embed-mb to include more)."));
     return detail;
   }
-  if (doc.answer !== null && doc.answer !== undefined) detail.appendChild(facts([["expected answer", String(doc.answer)]]));
   doc.errors.forEach((error) => detail.appendChild(errorBlock(error, "episode error")));
   if (!doc.traces.length) detail.appendChild(note("This episode has no traces: it failed before any rollout began."));
   doc.traces.forEach((trace, i) => detail.appendChild(traceBlock(trace, i)));

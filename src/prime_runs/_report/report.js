@@ -95,12 +95,11 @@ function overviewSection(report, names) {
   return section(
     "overview",
     "Rewards",
-    note("Per episode, the reward of its summary trace (the first trainable trace): the sum of score × weight over its reward functions. Function means are raw scores."),
+    note("Per episode, the reward of its summary trace (the first trainable trace): the sum of score × weight over its reward functions. Function and metric means are raw values over those summary traces; the run summary above averages every trainable trace, so best-of-n runs can differ."),
     h("div", {class: "charts"},
       histogramChart(report.charts.reward, names, {title: "Reward distribution (episodes)", xLabel: "reward"}),
-      barChart(rows, names, {title: "Mean score per reward function", max: 1})
-    ),
-    table
+      h("div", null, barChart(rows, names, {title: "Mean score per reward function", max: 1}), table)
+    )
   );
 }
 
