@@ -2,35 +2,101 @@
 
 A run is a root span named ``run``; each logged episode is a child span. See
 ``docs/concepts.md`` for the model and ``semconv`` for the span contract.
+
+The public names below load on first use (PEP 562), so ``import prime_runs``, the CLI's
+start-up and the pytest plugin (imported by every pytest session once the package is
+installed) cost almost nothing; ``prime_runs.init`` loads the SDK, and only a run that
+uploads to Prime Traces loads prime-traces.
 """
 
-from . import metrics, projection, semconv
-from ._runconfig import CONFIG_SOURCE_KEY, ConfigSource
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
 from ._version import __version__
-from .api import configure_exporter, current_run, init, log_episodes, log_traces
-from .errors import (
-    APIError,
-    APITimeoutError,
-    ConfigurationError,
-    ConflictError,
-    EnvironmentResolutionError,
-    ForbiddenError,
-    NotFoundError,
-    PaymentRequiredError,
-    PrimeRunsError,
-    RecordError,
-    RetryableAPIError,
-    RunFinishedError,
-    SyncError,
-    TransportError,
-    UnauthorizedError,
-    ValidationRejectedError,
+
+if TYPE_CHECKING:
+    from . import metrics, projection, semconv
+    from ._runconfig import CONFIG_SOURCE_KEY, ConfigSource
+    from .api import configure_exporter, current_run, init, log_episodes, log_traces
+    from .errors import (
+        APIError,
+        APITimeoutError,
+        ConfigurationError,
+        ConflictError,
+        EnvironmentResolutionError,
+        ForbiddenError,
+        NotFoundError,
+        PaymentRequiredError,
+        PrimeRunsError,
+        RecordError,
+        RetryableAPIError,
+        RunFinishedError,
+        SyncError,
+        TransportError,
+        UnauthorizedError,
+        ValidationRejectedError,
+    )
+    from .platform.environments import EnvironmentRef
+    from .processor import RunProcessor
+    from .run import Run
+    from .settings import MODE_ENV
+    from .status import RunStatus
+
+_ERRORS = (
+    "APIError",
+    "APITimeoutError",
+    "ConfigurationError",
+    "ConflictError",
+    "EnvironmentResolutionError",
+    "ForbiddenError",
+    "NotFoundError",
+    "PaymentRequiredError",
+    "PrimeRunsError",
+    "RecordError",
+    "RetryableAPIError",
+    "RunFinishedError",
+    "SyncError",
+    "TransportError",
+    "UnauthorizedError",
+    "ValidationRejectedError",
 )
-from .platform.environments import EnvironmentRef
-from .processor import RunProcessor
-from .run import Run
-from .settings import MODE_ENV
-from .status import RunStatus
+
+#: Public name -> the module that defines it (a submodule maps to itself).
+_SOURCES: dict[str, str] = {
+    **{name: ".errors" for name in _ERRORS},
+    "CONFIG_SOURCE_KEY": "._runconfig",
+    "ConfigSource": "._runconfig",
+    "configure_exporter": ".api",
+    "current_run": ".api",
+    "init": ".api",
+    "log_episodes": ".api",
+    "log_traces": ".api",
+    "EnvironmentRef": ".platform.environments",
+    "RunProcessor": ".processor",
+    "Run": ".run",
+    "MODE_ENV": ".settings",
+    "RunStatus": ".status",
+    "metrics": ".metrics",
+    "projection": ".projection",
+    "semconv": ".semconv",
+}
+
+
+def __getattr__(name: str) -> Any:
+    source = _SOURCES.get(name)
+    if source is None:
+        raise AttributeError(f"module 'prime_runs' has no attribute {name!r}")
+    module = importlib.import_module(source, __name__)
+    value = module if source == f".{name}" else getattr(module, name)
+    globals()[name] = value  # later look-ups skip this function
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})
+
 
 __all__ = [
     "CONFIG_SOURCE_KEY",

@@ -1,7 +1,9 @@
 """The Prime Traces sink: stamped records uploaded as content-addressed JSONL batches.
 
 Uploads go through prime-traces' client (multipart, Idempotency-Key, line
-format header, error mapping). We build the batches ourselves from the bytes
+format header, error mapping), wrapped in ``_traces_client``, which is imported
+when a sink is built (prime-traces loads pydantic models; offline runs never need
+them). We build the batches ourselves from the bytes
 encoded at log time, retry the same bytes within the caller's deadline, and
 split a batch rejected for one line's sake until only the bad record is left
 out (contract §8).
@@ -9,21 +11,21 @@ out (contract §8).
 
 from __future__ import annotations
 
-import gzip
 import hashlib
 import logging
 import operator
 import random
 from collections import deque
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING
 
 import httpx
-from prime_traces import LineFormat, TracesAPIClient
-from prime_traces import exceptions as pt_errors
 
 from ..platform._http import suppress_instrumentation, user_agent
 from ._base import Deadline, Item, Outcome, as_deadline
+
+if TYPE_CHECKING:
+    from . import _traces_client
 
 logger = logging.getLogger("prime_runs")
 
@@ -51,7 +53,6 @@ GZIP_LEVEL = 1
 _REQUEST_LEVEL_CODES = frozenset(
     {"invalid_metadata", "unsupported_schema_version", "digest_mismatch", "invalid_idempotency_key"}
 )
-_TRANSIENT = (pt_errors.RetryableAPIError, pt_errors.TransportError)
 
 
 def retry_wait(error: BaseException, attempt: int) -> float:
@@ -63,50 +64,11 @@ def retry_wait(error: BaseException, attempt: int) -> float:
     return min(BACKOFF_CAP, BACKOFF_BASE * 2.0**attempt) * random.uniform(0.5, 1.5)
 
 
-class _Client(TracesAPIClient):
-    """prime-traces' client with a cheaper gzip level and a per-call timeout."""
-
-    def upload_batch(  # type: ignore[override]
-        self,
-        body: bytes,
-        idempotency_key: str,
-        *,
-        line_format: LineFormat = LineFormat.TRACE,
-        schema_version: int = 1,
-        context: dict[str, str] | None = None,
-        compress: bool = True,
-        timeout: float = REQUEST_TIMEOUT,
-    ) -> dict[str, Any]:
-        self._check_auth()
-        compressed = gzip.compress(body, compresslevel=GZIP_LEVEL, mtime=0) if compress else None
-        files = self._multipart_files(
-            body, schema_version=schema_version, context=context, compressed=compressed
-        )
-        try:
-            response = self.client.post(
-                self._url("/traces"),
-                headers=self._upload_headers(idempotency_key, line_format),
-                files=files,
-                timeout=httpx.Timeout(timeout, connect=min(CONNECT_TIMEOUT, timeout)),
-            )
-        except Exception as exc:
-            raise self._wrap_transport_errors(exc) from exc
-        return self._upload_result(response)
-
-
 def _reason(exc: BaseException) -> str:
     code = getattr(exc, "code", None)
     status = getattr(exc, "status_code", None)
     head = f"HTTP {status}" if status else type(exc).__name__
     return f"{head}{f' {code}' if code else ''}: {exc}"
-
-
-def _is_rejection(exc: BaseException) -> bool:
-    """Refused for what the request carried: the same bytes can never succeed."""
-    if isinstance(exc, (pt_errors.ValidationRejectedError, pt_errors.LineFormatConflictError)):
-        return True
-    # A gateway's 413/422 says the same about the body, without a service code.
-    return isinstance(exc, pt_errors.APIError) and getattr(exc, "status_code", None) in (413, 422)
 
 
 class TracesSink:
@@ -137,7 +99,12 @@ class TracesSink:
         self._backoff = backoff
         self._max_attempts = max_attempts
         self._transport = transport
-        self._client: _Client | None = None
+        # prime-traces (and its pydantic models) loads here, when an online run builds
+        # its traces sink: never on `import prime_runs` or for offline runs.
+        from . import _traces_client
+
+        self._pt = _traces_client
+        self._client: _traces_client.UploadClient | None = None
         # The batch whose last attempt failed transiently: it may have been stored, so it
         # is resent as exactly the same bytes (same key, a replayed receipt), never merged
         # with records queued since.
@@ -147,14 +114,16 @@ class TracesSink:
     def __repr__(self) -> str:
         return f"TracesSink(url={self._url!r})"
 
-    def _api(self) -> _Client:
+    def _api(self) -> _traces_client.UploadClient:
         if self._client is None:
-            self._client = _Client(
+            self._client = self._pt.new_client(
                 api_key=self._api_key,
                 base_url=self._url,
                 team_id=self._team_id,
                 user_agent=f"{user_agent()} prime-traces",
                 transport=self._transport,
+                gzip_level=GZIP_LEVEL,
+                connect_timeout=CONNECT_TIMEOUT,
             )
         return self._client
 
@@ -191,7 +160,7 @@ class TracesSink:
                 self.receipts += 1
                 outcome.acked.extend(batch)
                 continue
-            if _is_rejection(error):
+            if self._pt.is_rejection(error):
                 code = getattr(error, "code", None)
                 if len(batch) == 1 or code in _REQUEST_LEVEL_CODES or budget < 2:
                     outcome.rejected.extend((item, _reason(error)) for item in batch)
@@ -206,17 +175,13 @@ class TracesSink:
             outcome.retry.extend(batch)
             for rest in work:
                 outcome.retry.extend(rest)
-            if isinstance(error, _TRANSIENT):
+            if isinstance(error, self._pt.TRANSIENT):
                 self._unsettled = batch
                 outcome.retry_reason = _reason(error)
                 outcome.retry_after = getattr(error, "retry_after", None)
             else:
                 outcome.retire = _reason(error)
-                outcome.quiet = (
-                    isinstance(error, pt_errors.ForbiddenError)
-                    and error.code == "service_not_enabled"
-                    and self.receipts == 0
-                )
+                outcome.quiet = self._pt.is_service_off(error) and self.receipts == 0
             break
         return outcome
 
@@ -233,7 +198,7 @@ class TracesSink:
         (None on a receipt)."""
         body = b"".join(i.data + b"\n" for i in batch)
         key = "sha256:" + hashlib.sha256(body).hexdigest()
-        fmt = LineFormat.EPISODE if batch[0].kind == "episode" else LineFormat.TRACE
+        fmt = self._pt.line_format(batch[0].kind)
         attempts = self._max_attempts or MAX_ATTEMPTS
         attempt = 0
         while True:
@@ -244,7 +209,7 @@ class TracesSink:
                         body, key, line_format=fmt, context=self._context, timeout=timeout
                     )
                 return None
-            except _TRANSIENT as exc:
+            except self._pt.TRANSIENT as exc:
                 # Content-addressed: replaying the same bytes is always safe.
                 attempt += 1
                 if attempt >= attempts:
@@ -253,12 +218,12 @@ class TracesSink:
                 if wait >= deadline.left() or not deadline.sleep(wait):
                     return exc
                 logger.debug("prime-runs: traces upload failed (%s); retrying", _reason(exc))
-            except pt_errors.APIError as exc:
+            except self._pt.APIError as exc:
                 return exc
             except Exception as exc:
                 # Unexpected and local: count it as transient, so the worker's failure
                 # streak bounds how often it can recur.
-                return pt_errors.TransportError(f"{type(exc).__name__}: {exc}")
+                return self._pt.TransportError(f"{type(exc).__name__}: {exc}")
 
     def close(self) -> None:
         if self._client is not None:

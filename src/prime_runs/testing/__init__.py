@@ -10,8 +10,30 @@ fixtures. See docs/testing.md.
 
 from __future__ import annotations
 
-from ._records import RecordedRequest
-from ._routes import ROUTES
-from ._standin import StandInPlatform
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ._records import RecordedRequest
+    from ._routes import ROUTES
+    from ._standin import StandInPlatform
+
+# Loaded on first use: the pytest plugin (a submodule) is imported by every pytest
+# session of every user who installs prime-runs, and must not start a server module then.
+_SOURCES = {"ROUTES": "._routes", "RecordedRequest": "._records", "StandInPlatform": "._standin"}
+
+
+def __getattr__(name: str) -> Any:
+    source = _SOURCES.get(name)
+    if source is None:
+        raise AttributeError(f"module 'prime_runs.testing' has no attribute {name!r}")
+    value = getattr(importlib.import_module(source, __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})
+
 
 __all__ = ["ROUTES", "RecordedRequest", "StandInPlatform"]

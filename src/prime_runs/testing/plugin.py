@@ -12,11 +12,16 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
 import pytest
 
+# Light on purpose (the variable names, the errors): pytest imports this module in every
+# session; the stand-in and the SDK load when a fixture is first used.
 from ..settings import ENV_VARIABLES
-from ._standin import StandInPlatform
+
+if TYPE_CHECKING:
+    from ._standin import StandInPlatform
 
 #: Variables that could leak from the developer's environment into a hermetic test:
 #: every one the SDK reads, plus the peer package's own.
@@ -34,6 +39,8 @@ def pytest_configure(config: pytest.Config) -> None:
 @pytest.fixture
 def prime_platform(request: pytest.FixtureRequest) -> Iterator[StandInPlatform]:
     """A started stand-in platform, stopped after the test."""
+    from ._standin import StandInPlatform
+
     marker = request.node.get_closest_marker("prime_platform")
     kwargs = dict(marker.kwargs) if marker is not None else {}
     platform = StandInPlatform(**kwargs)

@@ -1,0 +1,119 @@
+"""Everything that touches prime-traces, imported only when a traces sink is built.
+
+prime-traces imports its pydantic models on import (about half of ``import prime_runs``
+before this module existed), so offline runs, the CLI and the pytest plugin never load
+it. ``UploadClient`` reuses prime-traces' upload helpers, which are private: ``PRIVATE_API``
+lists the ones used and the signatures tested against (``tests/test_traces_private_api.py``
+fails naming the method if a prime-traces release changes one).
+"""
+
+from __future__ import annotations
+
+import gzip
+from typing import Any
+
+import httpx
+from prime_traces import LineFormat, TracesAPIClient
+from prime_traces import exceptions as pt_errors
+
+#: Private members of ``TracesAPIClient`` that ``UploadClient.upload_batch`` calls, with their
+#: parameters as of the prime-traces versions pyproject.toml allows.
+PRIVATE_API: dict[str, tuple[str, ...]] = {
+    "_check_auth": ("self",),
+    "_url": ("self", "endpoint"),
+    "_multipart_files": ("self", "body", "schema_version", "context", "compressed"),
+    "_upload_headers": ("idempotency_key", "line_format"),
+    "_upload_result": ("response",),
+    "_wrap_transport_errors": ("self", "exc"),
+}
+
+TRANSIENT: tuple[type[BaseException], ...] = (pt_errors.RetryableAPIError, pt_errors.TransportError)
+APIError = pt_errors.APIError
+TransportError = pt_errors.TransportError
+
+
+class UploadClient(TracesAPIClient):
+    """prime-traces' client with a chosen gzip level and a per-call timeout."""
+
+    gzip_level = 1
+    connect_timeout = 10.0
+
+    def upload_batch(  # type: ignore[override]
+        self,
+        body: bytes,
+        idempotency_key: str,
+        *,
+        line_format: LineFormat = LineFormat.TRACE,
+        schema_version: int = 1,
+        context: dict[str, str] | None = None,
+        compress: bool = True,
+        timeout: float = 120.0,
+    ) -> dict[str, Any]:
+        self._check_auth()
+        level = self.gzip_level
+        compressed = gzip.compress(body, compresslevel=level, mtime=0) if compress else None
+        files = self._multipart_files(
+            body, schema_version=schema_version, context=context, compressed=compressed
+        )
+        try:
+            response = self.client.post(
+                self._url("/traces"),
+                headers=self._upload_headers(idempotency_key, line_format),
+                files=files,
+                timeout=httpx.Timeout(timeout, connect=min(self.connect_timeout, timeout)),
+            )
+        except Exception as exc:
+            raise self._wrap_transport_errors(exc) from exc
+        return self._upload_result(response)
+
+
+def new_client(
+    *,
+    api_key: str,
+    base_url: str,
+    team_id: str | None,
+    user_agent: str,
+    transport: httpx.BaseTransport | None,
+    gzip_level: int,
+    connect_timeout: float,
+) -> UploadClient:
+    client = UploadClient(
+        api_key=api_key,
+        base_url=base_url,
+        team_id=team_id,
+        user_agent=user_agent,
+        transport=transport,
+    )
+    client.gzip_level = gzip_level
+    client.connect_timeout = connect_timeout
+    return client
+
+
+def line_format(kind: str) -> LineFormat:
+    return LineFormat.EPISODE if kind == "episode" else LineFormat.TRACE
+
+
+def is_rejection(exc: BaseException) -> bool:
+    """Refused for what the request carried: the same bytes can never succeed."""
+    if isinstance(exc, (pt_errors.ValidationRejectedError, pt_errors.LineFormatConflictError)):
+        return True
+    # A gateway's 413/422 says the same about the body, without a service code.
+    return isinstance(exc, pt_errors.APIError) and getattr(exc, "status_code", None) in (413, 422)
+
+
+def is_service_off(exc: BaseException) -> bool:
+    """Prime Traces is not enabled for the account (a quiet retirement)."""
+    return isinstance(exc, pt_errors.ForbiddenError) and exc.code == "service_not_enabled"
+
+
+__all__ = [
+    "PRIVATE_API",
+    "TRANSIENT",
+    "APIError",
+    "TransportError",
+    "UploadClient",
+    "is_rejection",
+    "is_service_off",
+    "line_format",
+    "new_client",
+]
