@@ -10,22 +10,51 @@ fails naming the method if a prime-traces release changes one).
 from __future__ import annotations
 
 import gzip
+import inspect
 from typing import Any
 
 import httpx
 from prime_traces import LineFormat, TracesAPIClient
 from prime_traces import exceptions as pt_errors
 
-#: Private members of ``TracesAPIClient`` that ``UploadClient.upload_batch`` calls, with their
-#: parameters as of the prime-traces versions pyproject.toml allows.
-PRIVATE_API: dict[str, tuple[str, ...]] = {
-    "_check_auth": ("self",),
-    "_url": ("self", "endpoint"),
-    "_multipart_files": ("self", "body", "schema_version", "context", "compressed"),
-    "_upload_headers": ("idempotency_key", "line_format"),
-    "_upload_result": ("response",),
-    "_wrap_transport_errors": ("self", "exc"),
+#: Private members of ``TracesAPIClient`` that ``UploadClient.upload_batch`` calls, with the
+#: parameters they take in the prime-traces versions pyproject.toml allows.
+PRIVATE_API: dict[str, str] = {
+    "_check_auth": "(self)",
+    "_url": "(self, endpoint)",
+    "_multipart_files": "(self, body, *, schema_version, context, compressed)",
+    "_upload_headers": "(idempotency_key, line_format)",
+    "_upload_result": "(response)",
+    "_wrap_transport_errors": "(self, exc)",
 }
+
+
+def parameters(function: Any) -> str:
+    """A callable's parameter shape, without annotations or defaults: ``(self, a, *, b)``."""
+    shown: list[str] = []
+    for param in inspect.signature(function).parameters.values():
+        if param.kind is param.KEYWORD_ONLY and not any(p.startswith("*") for p in shown):
+            shown.append("*")
+        prefix = {param.VAR_POSITIONAL: "*", param.VAR_KEYWORD: "**"}.get(param.kind, "")
+        shown.append(prefix + param.name)
+    return f"({', '.join(shown)})"
+
+
+def private_api_problems(client_class: type = TracesAPIClient) -> list[str]:
+    """What differs between ``PRIVATE_API`` and ``client_class``, one message per method."""
+    problems = []
+    for name, expected in PRIVATE_API.items():
+        member = getattr(client_class, name, None)
+        if not callable(member):
+            problems.append(f"TracesAPIClient.{name} is gone (prime_runs calls it {expected})")
+            continue
+        found = parameters(member)
+        if found != expected:
+            problems.append(
+                f"TracesAPIClient.{name} now takes {found}; prime_runs calls {expected}"
+            )
+    return problems
+
 
 TRANSIENT: tuple[type[BaseException], ...] = (pt_errors.RetryableAPIError, pt_errors.TransportError)
 APIError = pt_errors.APIError
@@ -116,4 +145,6 @@ __all__ = [
     "is_service_off",
     "line_format",
     "new_client",
+    "parameters",
+    "private_api_problems",
 ]
