@@ -414,3 +414,31 @@ def test_constructor_validates_its_choices() -> None:
         StandInPlatform(traces="maybe")
     with pytest.raises(RuntimeError):
         _ = StandInPlatform().base_url
+
+
+def test_on_request_sees_each_answered_request_summarised_without_headers() -> None:
+    from prime_traces import TracesClient
+
+    seen: list = []
+    with StandInPlatform(api_key="sk-summary-key", on_request=seen.append) as platform:
+        TracesClient(api_key="sk-summary-key", base_url=platform.base_url).upload_records(
+            [{"id": "t-1", "timing": {"start": 1.0}}, {"id": "t-2", "timing": {"start": 2.0}}]
+        )
+        httpx.get(f"{platform.base_url}/api/v1/evaluations/?limit=2")
+    upload, listing = seen
+    assert upload is platform.requests[0]
+    summary = upload.summary()
+    assert summary.startswith("POST /api/v1/traces [traces_upload] -> 201")
+    assert "2 trace lines gzip" in summary and "key=sha256:" in summary
+    assert listing.summary() == "GET /api/v1/evaluations/?limit=2 [eval_list] -> 401"
+    assert all("sk-summary-key" not in r.summary() for r in seen)
+
+
+def test_a_failing_on_request_observer_never_breaks_an_answer() -> None:
+    def broken(record: object) -> None:
+        raise RuntimeError("observer bug")
+
+    with StandInPlatform(on_request=broken) as platform:
+        answer = httpx.get(f"{platform.base_url}/api/v1/evaluations/")
+        assert answer.status_code == 401
+        assert any("observer bug" in e for e in platform.server_errors)

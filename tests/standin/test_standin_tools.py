@@ -4,10 +4,15 @@ from __future__ import annotations
 
 import json
 import os
+import queue
+import re
 import signal
 import subprocess
 import sys
+import textwrap
+import threading
 from pathlib import Path
+from typing import IO
 
 import httpx
 import pytest
@@ -86,3 +91,123 @@ def test_module_runs_in_the_foreground_until_sigterm() -> None:
         if process.poll() is None:
             process.kill()
             process.wait()
+
+
+def _lines(stream: IO[str]) -> queue.Queue[str | None]:
+    """The stream's lines, then None at its end, read on a thread so a test can wait for
+    one with a timeout."""
+    lines: queue.Queue[str | None] = queue.Queue()
+
+    def pump() -> None:
+        for line in stream:
+            lines.put(line.rstrip("\n"))
+        lines.put(None)
+
+    threading.Thread(target=pump, daemon=True).start()
+    return lines
+
+
+def _rest(lines: queue.Queue[str | None]) -> list[str]:
+    """Every line still to come, up to the end of the stream (the process has exited)."""
+    rest = []
+    while (line := lines.get(timeout=30)) is not None:
+        rest.append(line)
+    return rest
+
+
+def _serve(*args: str) -> tuple[subprocess.Popen[str], str, queue.Queue[str | None]]:
+    """``python -m prime_runs.testing`` started: the process, its base URL, its stderr."""
+    process = subprocess.Popen(
+        [sys.executable, "-m", "prime_runs.testing", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert process.stdout is not None and process.stderr is not None
+    exports = dict(
+        process.stdout.readline().strip().removeprefix("export ").partition("=")[::2]
+        for _ in range(4)
+    )
+    errors = _lines(process.stderr)
+    first = errors.get(timeout=30)
+    assert first is not None and first.startswith("# stand-in serving on"), first
+    return process, exports["PRIME_API_BASE_URL"], errors
+
+
+def test_verbose_module_says_what_each_request_carried() -> None:
+    process, base, errors = _serve("--verbose", "--api-key", "secret-k")
+    try:
+        headers = {"Authorization": "Bearer secret-k"}
+        resolved = httpx.post(
+            f"{base}/api/v1/environmentshub/resolve", json={"name": "gsm8k"}, headers=headers
+        )
+        assert resolved.status_code == 200
+        line = errors.get(timeout=30) or ""
+        assert "POST /api/v1/environmentshub/resolve [env_resolve] -> 200" in line
+        assert 'json={"name":"gsm8k"}' in line
+        httpx.get(f"{base}/api/v1/evaluations/", headers={"Authorization": "Bearer wrong"})
+        refused = errors.get(timeout=30) or ""
+        assert "GET /api/v1/evaluations/ [eval_list] -> 401" in refused
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(timeout=30) == 0
+        assert _rest(errors) == []
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    # The key is never printed, neither the accepted one nor a refused one.
+    assert "secret-k" not in line and "wrong" not in refused
+
+
+def test_without_verbose_the_module_prints_no_request_lines() -> None:
+    process, base, errors = _serve()
+    try:
+        assert httpx.get(f"{base}/api/v1/evaluations/").status_code == 401
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(timeout=30) == 0
+        assert _rest(errors) == []
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+
+
+def test_the_docs_list_exactly_the_variables_prime_env_clears() -> None:
+    from prime_runs.testing.plugin import CLEARED_VARIABLES
+
+    text = (Path(__file__).resolve().parents[2] / "docs" / "testing.md").read_text("utf-8")
+    table = text.split("<!-- cleared-variables")[1].split("<!-- /cleared-variables -->")[0]
+    documented = re.findall(r"^\| `([A-Z_]+)` \|", table, flags=re.MULTILINE)
+    assert documented == list(CLEARED_VARIABLES)
+
+
+def test_prime_env_clears_every_listed_variable_from_the_shell(tmp_path: Path) -> None:
+    """Run in a pytest whose environment sets every variable, as a developer's shell might."""
+    from prime_runs.testing.plugin import CLEARED_VARIABLES
+
+    (tmp_path / "test_leak.py").write_text(
+        textwrap.dedent(
+            f"""
+            import os
+
+            def test_nothing_leaks(prime_env):
+                set_by_fixture = set(prime_env.env()) | {{"PRIME_RUNS_DIR"}}
+                for name in {CLEARED_VARIABLES!r}:
+                    if name in set_by_fixture:
+                        assert os.environ[name] != "from-the-shell", name
+                    else:
+                        assert name not in os.environ, name
+            """
+        )
+    )
+    shell = {name: "from-the-shell" for name in CLEARED_VARIABLES}
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(tmp_path)],
+        cwd=tmp_path,
+        env={**os.environ, **shell},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "1 passed" in done.stdout

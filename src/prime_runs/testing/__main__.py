@@ -1,6 +1,9 @@
 """``python -m prime_runs.testing``: run the stand-in in the foreground.
 
 Prints ``export VAR=value`` lines for the shell, then serves until Ctrl-C or SIGTERM.
+With ``-v``/``--verbose``, each request is one line on stderr once answered: method, path,
+route, status, and what it carried (JSON body, upload line count and format, idempotency
+key). Headers are never shown (the Authorization header carries the key).
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ import sys
 import threading
 from types import FrameType
 
+from ._records import RecordedRequest
 from ._reply import TRACES_MODES, VARIANTS
 from ._standin import StandInPlatform
 
@@ -25,6 +29,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--variant", choices=VARIANTS, default="N")
     parser.add_argument("--traces", choices=TRACES_MODES, default="enabled")
     parser.add_argument("--api-key", default="test-key", help="the key the stand-in accepts")
+    parser.add_argument(
+        "-v",
+        "--verbose",
+        action="store_true",
+        help="print one line per request to stderr: what it received and what it answered",
+    )
     args = parser.parse_args(argv)
 
     done = threading.Event()
@@ -35,7 +45,11 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, _on_signal)
     signal.signal(signal.SIGINT, _on_signal)
     platform = StandInPlatform(
-        variant=args.variant, api_key=args.api_key, traces=args.traces, port=args.port
+        variant=args.variant,
+        api_key=args.api_key,
+        traces=args.traces,
+        port=args.port,
+        on_request=_print_request if args.verbose else None,
     )
     with platform:
         for name, value in platform.env().items():
@@ -45,6 +59,10 @@ def main(argv: list[str] | None = None) -> int:
         while not done.wait(0.5):
             pass
     return 0
+
+
+def _print_request(record: RecordedRequest) -> None:
+    print(f"# {record.summary()}", file=sys.stderr, flush=True)
 
 
 if __name__ == "__main__":

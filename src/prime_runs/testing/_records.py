@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import json as _json
 from dataclasses import dataclass, field
 from typing import Any
+
+_SHOWN_BODY = 300  # characters of a JSON body that ``summary()`` shows
 
 
 @dataclass(repr=False)
@@ -43,3 +46,27 @@ class RecordedRequest:
             f"RecordedRequest(method={self.method!r}, path={self.path!r}, "
             f"route={self.route!r}, status={self.status!r})"
         )
+
+    def summary(self) -> str:
+        """One line saying what arrived and what was answered (never a header: the
+        Authorization credential stays out), e.g. for ``python -m prime_runs.testing -v``."""
+        query = "&".join(f"{k}={v}" for k, v in self.query.items())
+        status = "dropped" if self.status is None else str(self.status)
+        target = f"{self.path}?{query}" if query else self.path
+        parts = [f"{self.method} {target} [{self.route}] -> {status}"]
+        if self.json is not None:
+            body = _json.dumps(self.json, ensure_ascii=False, separators=(",", ":"))
+            cut = len(body) > _SHOWN_BODY
+            parts.append(f"json={body[:_SHOWN_BODY]}{'...' if cut else ''}")
+        elif self.body_size:
+            parts.append(f"{self.body_size} bytes")
+        if self.line_format:
+            fmt = f"{len(self.lines)} {self.line_format} line{'s' if len(self.lines) != 1 else ''}"
+            parts.append(fmt + (" gzip" if self.gzip else ""))
+        if self.idempotency_key:
+            parts.append(f"key={self.idempotency_key[:19]}...")
+        if self.replayed:
+            parts.append("replayed")
+        if self.error_code:
+            parts.append(f"error={self.error_code}")
+        return "  ".join(parts)

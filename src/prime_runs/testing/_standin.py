@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from types import TracebackType
 from typing import Any
 
@@ -28,6 +28,9 @@ class StandInPlatform:
     of the window, which would make hermetic tests depend on the calendar.
     ``keep_documents=False`` (for benchmarks) keeps only ids of stored traces and episodes
     (``{"id": ...}`` stubs; ``RecordedRequest.lines`` stays empty) so memory stays flat.
+    ``on_request`` is called (on the server's thread) with each request's
+    ``RecordedRequest`` once it is answered; ``python -m prime_runs.testing -v`` prints
+    ``RecordedRequest.summary()`` with it.
 
     ``stop()`` followed by ``start()`` rebinds the same port and keeps all stored state,
     which simulates a platform restart.
@@ -43,7 +46,9 @@ class StandInPlatform:
         keep_documents: bool = True,
         host: str = "127.0.0.1",
         port: int = 0,
+        on_request: Callable[[RecordedRequest], None] | None = None,
     ) -> None:
+        self._on_request = on_request
         self._settings = Settings(
             api_key=api_key, check_time_window=check_time_window, keep_documents=keep_documents
         )
@@ -68,7 +73,9 @@ class StandInPlatform:
         if self._server is not None:
             raise RuntimeError("the stand-in is already running")
         self._stopping = threading.Event()
-        dispatcher = Dispatcher(self._state, self._faults, self._settings, self._stopping)
+        dispatcher = Dispatcher(
+            self._state, self._faults, self._settings, self._stopping, self._on_request
+        )
         server = Server((self._host, self._port), dispatcher, self._stopping)
         self._port = server.server_address[1]
         self._settings.base_url = f"http://{self._host}:{self._port}"

@@ -5,8 +5,8 @@
   the marker's keyword arguments go to the constructor.
 - ``prime_env``: the same platform, with its ``env()`` exported through ``monkeypatch``,
   ``HOME`` pointed at an empty temporary directory (so no real ``~/.prime/config.json`` is
-  read), ``PRIME_RUNS_DIR`` set to a temporary directory, and settings that would leak in
-  from the developer's shell (team, mode, opt-out, the older base-URL alias) removed.
+  read), ``PRIME_RUNS_DIR`` set to a temporary directory, and every variable in
+  ``CLEARED_VARIABLES`` that it does not set removed.
 """
 
 from __future__ import annotations
@@ -23,9 +23,10 @@ from ..settings import ENV_VARIABLES
 if TYPE_CHECKING:
     from ._standin import StandInPlatform
 
-#: Variables that could leak from the developer's environment into a hermetic test:
-#: every one the SDK reads, plus the peer package's own.
-_LEAKY_VARIABLES = (*ENV_VARIABLES, "PRIME_TRACES_OPT_OUT", "PRIME_RUN_ID")
+#: Variables ``prime_env`` removes before it sets its own, because they could leak from the
+#: developer's environment into a hermetic test: every one the SDK reads (a run to join
+#: included), plus the peer package's own. docs/testing.md lists them (a test compares).
+CLEARED_VARIABLES = (*ENV_VARIABLES, "PRIME_TRACES_OPT_OUT", "PRIME_RUN_ID")
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -58,7 +59,7 @@ def prime_env(
     tmp_path_factory: pytest.TempPathFactory,
 ) -> Iterator[StandInPlatform]:
     """``prime_platform`` with the process environment pointed at it."""
-    for name in _LEAKY_VARIABLES:
+    for name in CLEARED_VARIABLES:
         monkeypatch.delenv(name, raising=False)
     for name, value in prime_platform.env().items():
         monkeypatch.setenv(name, value)
