@@ -239,3 +239,21 @@ def test_configure_exporter_checks_its_settings_the_same_way() -> None:
         pr.configure_exporter(provider, dir=5)
     with pytest.raises(pr.ConfigurationError, match="journal="):
         pr.configure_exporter(provider, journal="no")
+
+
+def test_sync_says_what_it_waits_for_when_the_hub_is_down(prime_env, episodes, capsys) -> None:
+    from prime_runs.cli import main
+
+    run = pr.init(name="later", environments=["gsm8k"], mode="offline")
+    run.log_episodes(episodes[:2])
+    run.finish()
+    prime_env.outage(503)
+    capsys.readouterr()
+    assert main(["sync"]) != 0
+    err = capsys.readouterr().err
+    retries = [line for line in err.splitlines() if "retrying" in line]
+    assert len(retries) == 1, err
+    assert "/environmentshub/resolve -> 503" in retries[0]
+    assert "4 more times" in retries[0]
+    assert prime_env.api_key not in err
+    assert prime_env.evaluations == {}
