@@ -38,9 +38,17 @@ FAULTS = {
 
 
 @pytest.fixture(autouse=True)
-def fast_retries(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Retries still happen (the policy is unchanged), without the back-off waits."""
-    monkeypatch.setattr(_http, "backoff", lambda attempt: 0.0)
+def retry_waits(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Retries still happen (the policy is unchanged), without the back-off waits; the
+    list holds one entry per retry the platform client scheduled."""
+    waits: list[int] = []
+
+    def no_wait(attempt: int) -> float:
+        waits.append(attempt)
+        return 0.0
+
+    monkeypatch.setattr(_http, "backoff", no_wait)
+    return waits
 
 
 @pytest.fixture
@@ -175,7 +183,11 @@ BAD_ARGUMENTS: list[tuple[str, dict[str, Any]]] = [
 @pytest.mark.parametrize(("argument", "kw"), BAD_ARGUMENTS, ids=lambda v: repr(v)[:40])
 @pytest.mark.parametrize("on_error", ["warn", "raise"])
 def test_a_bad_argument_is_a_configuration_error_naming_it_before_any_request(
-    prime_env: StandInPlatform, argument: str, kw: dict[str, Any], on_error: str
+    prime_env: StandInPlatform,
+    argument: str,
+    kw: dict[str, Any],
+    on_error: str,
+    retry_waits: list[int],
 ) -> None:
     kw = {"name": "args", "environments": ["gsm8k"], "on_error": on_error, **kw}
     with pytest.raises(pr.ConfigurationError) as info:
@@ -183,6 +195,9 @@ def test_a_bad_argument_is_a_configuration_error_naming_it_before_any_request(
     message = str(info.value)
     assert f"{argument}=" in message, message
     assert prime_env.requests == []
+    assert retry_waits == []  # at once: no request was even attempted, none retried
+    root = Path(os.environ["PRIME_RUNS_DIR"])  # prime_env's archive root
+    assert not root.exists() or not any(root.iterdir())  # nothing written
     assert prime_env.api_key not in message
     assert "sécrète" not in message  # a key is never echoed, not even a wrong one
 

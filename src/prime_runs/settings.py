@@ -184,7 +184,10 @@ class Settings:
 
         An explicit ``api_key`` wins even when it is ``""`` (meaning: no key). The mode
         is ``mode=`` > ``PRIME_RUNS_MODE`` > ``online`` with an API key, else ``offline``.
-        Raises ``ConfigurationError`` for an unknown mode or ``online`` without a key.
+        Raises ``ConfigurationError`` (naming the argument, variable or file the value came
+        from) for a non-string argument, an unknown mode, ``online`` without a key, and,
+        unless the mode is ``disabled``, a key an HTTP header cannot carry or a platform or
+        traces URL that is not ``http(s)://`` with a host.
         """
         _check_argument_types(
             api_key=api_key, team_id=team_id, base_url=base_url, traces_url=traces_url, mode=mode
