@@ -122,7 +122,34 @@ function episodeDetail(report, runIndex, row) {
   return detail;
 }
 
-// Returns {element, open(runIndex, position)}.
+function episodeMatches(report, item, filter) {
+  const row = item.row;
+  if (filter.selects.run && filter.selects.run !== "all" && String(item.runIndex) !== filter.selects.run) return false;
+  if (filter.checks.failed && row.ok) return false;
+  if (filter.checks.embedded && row.browse < 0) return false;
+  if (!filter.query) return true;
+  const example = report.examples[row.example] || {};
+  return [row.id, example.name, example.key, row.stop, row.error].some((v) => v && String(v).toLowerCase().includes(filter.query));
+}
+
+function episodeListItem(report, item, selected, onOpen) {
+  const row = item.row;
+  const example = report.examples[row.example] || {};
+  const entry = h(
+    "li",
+    {class: "episode-item" + (selected ? " selected" : ""), tabindex: 0, "data-episode": row.id},
+    report.runs.length > 1 ? swatch(item.runIndex) : null,
+    h("span", {class: "episode-name"}, shorten(example.name || row.id, 28)),
+    h("span", {class: "num"}, fmtNum(row.reward, 2)),
+    row.ok ? null : badge("failed", "bad"),
+    row.browse < 0 ? badge("no messages", "muted") : null
+  );
+  entry.addEventListener("click", () => onOpen(item));
+  entry.addEventListener("keydown", (event) => { if (event.key === "Enter") onOpen(item); });
+  return entry;
+}
+
+// Returns {element, filter(text), open(runIndex, position)}.
 function episodeBrowser(report, episodesByRun) {
   const pane = h("div", {class: "browser-detail", id: "episode-detail"}, note("Pick an episode from the list."));
   const list = h("ul", {class: "episode-list"});
@@ -136,19 +163,9 @@ function episodeBrowser(report, episodesByRun) {
 
   const bar = filterBar({placeholder: "Filter by episode id, example, stop or error", checks: [["failed", "failed only"], ["embedded", "with messages only"]], selects: selects}, refresh);
 
-  function matches(item, filter) {
-    const row = item.row;
-    if (filter.selects.run && filter.selects.run !== "all" && String(item.runIndex) !== filter.selects.run) return false;
-    if (filter.checks.failed && row.ok) return false;
-    if (filter.checks.embedded && row.browse < 0) return false;
-    if (!filter.query) return true;
-    const example = report.examples[row.example] || {};
-    return [row.id, example.name, example.key, row.stop, row.error].some((v) => v && String(v).toLowerCase().includes(filter.query));
-  }
-
   function refresh() {
     const filter = bar.value();
-    matching = all.filter((item) => matches(item, filter));
+    matching = all.filter((item) => episodeMatches(report, item, filter));
     shown = PAGE_SIZE;
     renderList();
   }
@@ -156,20 +173,7 @@ function episodeBrowser(report, episodesByRun) {
   function renderList() {
     list.replaceChildren();
     for (const item of matching.slice(0, shown)) {
-      const row = item.row;
-      const example = report.examples[row.example] || {};
-      const entry = h(
-        "li",
-        {class: "episode-item" + (item === selected ? " selected" : ""), tabindex: 0, "data-episode": row.id},
-        report.runs.length > 1 ? swatch(item.runIndex) : null,
-        h("span", {class: "episode-name"}, shorten(example.name || row.id, 28)),
-        h("span", {class: "num"}, fmtNum(row.reward, 2)),
-        row.ok ? null : badge("failed", "bad"),
-        row.browse < 0 ? badge("no messages", "muted") : null
-      );
-      entry.addEventListener("click", () => open(item));
-      entry.addEventListener("keydown", (event) => { if (event.key === "Enter") open(item); });
-      list.appendChild(entry);
+      list.appendChild(episodeListItem(report, item, item === selected, open));
     }
     const left = matching.length - Math.min(shown, matching.length);
     more.hidden = left <= 0;

@@ -11,6 +11,16 @@ function compareValues(a, b) {
   return String(a).localeCompare(String(b), "en", {numeric: true});
 }
 
+function tableRow(columns, row, onClick) {
+  const tr = h("tr", onClick ? {class: "clickable", onclick: () => onClick(row)} : null);
+  for (const column of columns) {
+    const value = row[column.key];
+    const shown = column.format ? column.format(value, row) : value === null || value === undefined ? "–" : value;
+    tr.appendChild(h("td", {class: column.numeric ? "num" : null}, shown));
+  }
+  return tr;
+}
+
 // columns: [{key, label, format?(value, row), numeric?, title?}]
 // options: {onRowClick?(row), empty?, caption?}
 // Returns {element, setRows(rows)}; clicking a header sorts by it (again: reversed).
@@ -50,15 +60,7 @@ function sortableTable(columns, options) {
   function render() {
     body.replaceChildren();
     const visible = state.rows.slice(0, state.shown);
-    for (const row of visible) {
-      const tr = h("tr", options.onRowClick ? {class: "clickable", onclick: () => options.onRowClick(row)} : null);
-      for (const column of columns) {
-        const value = row[column.key];
-        const shown = column.format ? column.format(value, row) : value === null || value === undefined ? "–" : value;
-        tr.appendChild(h("td", {class: column.numeric ? "num" : null}, shown));
-      }
-      body.appendChild(tr);
-    }
+    for (const row of visible) body.appendChild(tableRow(columns, row, options.onRowClick));
     if (!state.rows.length) {
       body.appendChild(h("tr", null, h("td", {colspan: columns.length, class: "empty"}, options.empty || "Nothing to show.")));
     }
