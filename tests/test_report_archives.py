@@ -253,3 +253,20 @@ def test_edge_records_render(tmp_path):
     doc = _data_of(page)["runs"][0]
     assert doc["counts"]["records"] == 6 and doc["counts"]["unscored"] == 1
     assert {g["type"] for g in doc["errors"]} >= {"EnvError", "SandboxError"}
+
+
+def test_cli_open_hands_the_file_to_the_browser(tmp_path, episodes):
+    run = _offline_run(episodes[:2])
+    # Python's webbrowser runs $BROWSER with %s replaced by the file's URL.
+    env = {**os.environ, "BROWSER": "sh -c 'echo \"$0\" > opened.txt' %s"}
+    result = subprocess.run(
+        [sys.executable, "-m", "prime_runs.cli", "report", run.id, "--open"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 0, result.stderr
+    written = Path(result.stdout.strip())
+    assert (tmp_path / "opened.txt").read_text().strip() == written.resolve().as_uri()
