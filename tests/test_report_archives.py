@@ -164,12 +164,14 @@ def test_several_runs_line_up_by_example(episodes):
 
 def test_untrusted_text_cannot_close_the_data_block_and_reads_back_exactly():
     hostile = "</script><script>alert(1)</script> <!-- & \u2028\u2029 <img src=x onerror=alert(2)>"
-    data = {"runs": [{"name": hostile}], "x": [hostile, float("nan")]}
+    lone = "half a pair: \ud83d"  # json.loads accepts it; UTF-8 cannot hold it
+    data = {"runs": [{"name": hostile}], "x": [hostile, float("nan"), lone]}
     page = render(data)
+    page.encode("utf-8")  # writable as UTF-8
     block = page.split('id="report-data">', 1)[1].split("</script>", 1)[0]
     assert "<" not in block and ">" not in block and "&" not in block
     assert "\u2028" not in block and "\u2029" not in block
-    assert _data_of(page) == {"runs": [{"name": hostile}], "x": [hostile, None]}
+    assert _data_of(page) == {"runs": [{"name": hostile}], "x": [hostile, None, lone]}
     assert "<title>prime-runs report: &lt;/script&gt;" in page
 
 

@@ -36,8 +36,12 @@ def write_report(
     page = render(build([load_run(archive) for archive in archives], budget))
     output = Path(output)
     tmp = output.with_name(f".{output.name}.tmp")
-    tmp.write_text(page, encoding="utf-8")
-    tmp.replace(output)
+    try:
+        tmp.write_text(page, encoding="utf-8")
+        tmp.replace(output)
+    except OSError:
+        tmp.unlink(missing_ok=True)
+        raise
     return output
 
 

@@ -3,9 +3,9 @@ the report's data, assembled into one self-contained HTML document.
 
 Record content is untrusted (a model can write ``</script>``), so:
 
-* the data sits in a ``<script type="application/json">`` block with ``<``, ``>``, ``&`` and
-  U+2028/U+2029 written as ``\\uXXXX`` escapes, so no text in it can close the block or open
-  a tag, and ``JSON.parse`` reads back exactly the original strings;
+* the data sits in a ``<script type="application/json">`` block with ``<``, ``>``, ``&``,
+  U+2028/U+2029 and lone surrogates written as ``\\uXXXX`` escapes, so no text in it can
+  close the block or open a tag, and ``JSON.parse`` reads back exactly the original strings;
 * the scripts only ever put data into the page with ``textContent`` and ``createElement``;
 * a Content-Security-Policy allows nothing but this page's own script and stylesheet (by
   their sha256) and ``data:`` images: no request can leave the page, and an injected
@@ -17,24 +17,24 @@ from __future__ import annotations
 import base64
 import hashlib
 import html
+import json
 import re
 from collections.abc import Sequence
 from importlib import resources
 from typing import Any
 
-from .._json import encode_json_lenient
+from .._json import sanitize_nonfinite
 
 # Read in this order and joined into the page's one script.
 SCRIPTS = ("dom.js", "charts.js", "tables.js", "browser.js", "report.js")
 _PLACEHOLDER = re.compile(r"\{\{([A-Z]+)\}\}")
-_ESCAPES = {
-    "<": "\\u003c",
-    ">": "\\u003e",
-    "&": "\\u0026",
-    "\u2028": "\\u2028",
-    "\u2029": "\\u2029",
-}
-_UNSAFE = re.compile("[<>&\u2028\u2029]")
+# Characters that could end the data block or open markup, the two JavaScript line
+# terminators, and lone surrogates (valid in a JSON string escape, not in UTF-8).
+_UNSAFE = re.compile("[<>&\u2028\u2029\ud800-\udfff]")
+
+
+def _escape(match: re.Match[str]) -> str:
+    return f"\\u{ord(match.group(0)):04x}"
 
 
 def asset(name: str) -> str:
@@ -47,9 +47,14 @@ def script_text() -> str:
 
 
 def embed_json(data: Any) -> str:
-    """``data`` as JSON that is inert inside a ``<script type="application/json">`` block."""
-    text = encode_json_lenient(data)[0].decode("utf-8")
-    return _UNSAFE.sub(lambda m: _ESCAPES[m.group(0)], text)
+    """``data`` as JSON that is inert inside a ``<script type="application/json">`` block.
+    Non-finite numbers become ``null``."""
+    try:
+        text = json.dumps(data, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+    except ValueError:
+        clean = sanitize_nonfinite(data)
+        text = json.dumps(clean, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+    return _UNSAFE.sub(_escape, text)
 
 
 def _sha256(text: str) -> str:
@@ -66,7 +71,8 @@ def content_security_policy(script: str, style: str) -> str:
 
 
 def title(names: Sequence[str]) -> str:
-    return "prime-runs report: " + (" vs ".join(names) if names else "no runs")
+    text = "prime-runs report: " + (" vs ".join(names) if names else "no runs")
+    return text.encode("utf-8", "replace").decode("utf-8")  # a lone surrogate becomes "?"
 
 
 def render(data: dict[str, Any]) -> str:
