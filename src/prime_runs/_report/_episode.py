@@ -17,6 +17,7 @@ from typing import Any
 from .. import _records
 
 ERROR_TEXT_LIMIT = 160
+NAME_LIMIT = 200  # an example's display name; the key is kept whole
 
 
 @dataclass(frozen=True)
@@ -95,7 +96,7 @@ def example_of(record: Mapping[str, Any], members: Sequence[Mapping[str, Any]]) 
     key = _text(task.get("key"))
     if not key:
         key = f"{env}#{idx}" if idx is not None else f"episode:{_text(record.get('id'))}"
-    name = _text(data.get("name")) or _text(data.get("id")) or key
+    name = (_text(data.get("name")) or _text(data.get("id")) or key)[:NAME_LIMIT]
     return Example(key=key, name=name, idx=idx if isinstance(idx, (int, str)) else None, env=env)
 
 
