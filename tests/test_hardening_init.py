@@ -202,6 +202,12 @@ def test_a_bad_argument_is_a_configuration_error_naming_it_before_any_request(
     assert "sécrète" not in message  # a key is never echoed, not even a wrong one
 
 
+def test_a_one_shot_iterable_of_tags_is_checked_too(prime_env: StandInPlatform) -> None:
+    with pytest.raises(pr.ConfigurationError, match="tags="):
+        pr.init(name="x", environments=["gsm8k"], tags=(t for t in ("a", 5)))
+    assert prime_env.requests == []
+
+
 def test_tags_given_as_a_string_are_never_split_into_letters(prime_env) -> None:
     with pytest.raises(pr.ConfigurationError, match="tags="):
         pr.init(name="x", environments=["gsm8k"], tags="abc", mode="offline")
@@ -235,7 +241,7 @@ def test_good_arguments_still_work(prime_env: StandInPlatform, tmp_path: Path) -
     run = pr.init(
         name="ok",
         environments=("gsm8k",),
-        tags=("a", "b"),
+        tags=(t for t in ("a", "b")),  # any iterable, read once
         dir=tmp_path / "archive",
         mode="ONLINE",
         base_url=prime_env.base_url + "/api/v1/",

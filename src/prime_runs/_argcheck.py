@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 import reprlib
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from typing import Any
 
 from .errors import ConfigurationError
@@ -69,6 +69,8 @@ def _check_tags(tags: object) -> None:
         raise ConfigurationError(
             f"tags= must be a list of strings, got {_kind(tags)}; e.g. tags=['baseline']"
         )
+    if not isinstance(tags, Collection):
+        return  # a one-shot iterable is not consumed here; its list is checked later
     bad = [t for t in tags if not isinstance(t, str)]
     if bad:
         raise ConfigurationError(

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import threading
 import weakref
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from opentelemetry import context as otel_context
@@ -132,29 +132,8 @@ def init(
     creating another; pass ``join=False`` to never join, or a carrier to join it.
     See ``docs/concepts.md``.
     """
-    if isinstance(tags, Iterable) and not isinstance(tags, (str, bytes)):
-        tags = list(tags)  # once: a generator is read here, not consumed by the check
-    check_arguments(
-        {
-            "name": name,
-            "environments": environments,
-            "model": model,
-            "framework": framework,
-            "description": description,
-            "tags": tags,
-            "team_id": team_id,
-            "id": id,
-            "mode": mode,
-            "dir": dir,
-            "api_key": api_key,
-            "base_url": base_url,
-            "traces": traces,
-            "samples": samples,
-            "journal": journal,
-            "handle_signals": handle_signals,
-            "join": join,
-        }
-    )
+    # First statement: locals() is exactly the call's arguments here.
+    check_arguments(locals())
     check_on_error(on_error)
     if isinstance(environments, str):
         environments = [environments]
