@@ -4,6 +4,7 @@ accumulator."""
 from __future__ import annotations
 
 import copy
+import json
 import threading
 from types import SimpleNamespace
 from typing import Any
@@ -11,7 +12,7 @@ from typing import Any
 import pytest
 
 from _support import load_jsonl
-from prime_runs.metrics import SummaryAccumulator, from_episodes
+from prime_runs.metrics import SummaryAccumulator, from_encoded, from_episodes
 
 FIXTURE_FILES = ["episodes.jsonl", "edge_episodes.jsonl", "train_episodes.jsonl"]
 
@@ -195,9 +196,9 @@ def test_accumulator_is_unchanged_by_a_malformed_record() -> None:
     accumulator.add(_episode(_trace(rewards={"x": _r(1.0)})))
     before = accumulator.result()
     broken = _episode(_trace(rewards={"x": _r(1.0)}), _trace(rewards={"x": {"score": "high"}}))
-    with pytest.raises(TypeError):
-        accumulator.add(broken)
+    assert accumulator.add(broken) is False  # left out whole and counted, never raised
     assert accumulator.result() == before
+    assert accumulator.skipped == 1
 
 
 def test_accumulator_is_thread_safe() -> None:
@@ -226,3 +227,43 @@ def test_inputs_are_not_modified() -> None:
     from_episodes(episodes)
     SummaryAccumulator().add(episodes[0])
     assert episodes == pristine
+
+
+@pytest.mark.parametrize(
+    "trace",
+    [
+        _trace(rewards={"x": _r(10**400)}),
+        _trace(rewards={"x": _r(1.0)}, metrics={"m": 10**400}),
+        _trace(rewards={"x": _r(1.0)}, metrics={"m": "high"}),
+    ],
+)
+def test_numbers_a_float_cannot_hold_are_left_out_not_fatal(trace: dict[str, Any]) -> None:
+    good = _episode(_trace(rewards={"x": _r(0.5)}, metrics={"m": 2.0}))
+    expected = from_episodes([good])
+    assert from_episodes([good, _episode(trace)]) == expected
+    encoded = [json.dumps(good).encode(), json.dumps(_episode(trace)).encode()]
+    assert from_encoded(encoded) == expected
+    accumulator = SummaryAccumulator()
+    assert accumulator.add(good) and not accumulator.add(_episode(trace))
+    assert accumulator.result() == expected and accumulator.skipped == 1
+
+
+def test_integer_rewards_whose_sum_overflows_give_a_non_finite_mean_not_an_error() -> None:
+    big = [_episode(_trace(rewards={"x": _r(10**308)})) for _ in range(3)]
+    small = _episode(_trace(rewards={"x": _r(0.5)}))
+    summary = from_episodes([*big, small])
+    assert summary["avg_reward"] == float("inf")
+
+
+def test_merge_adds_another_accumulators_records() -> None:
+    episodes = [
+        _episode(_trace(rewards={"x": _r(i / 4)}, metrics={"m": float(i)})) for i in range(8)
+    ]
+    first, second = SummaryAccumulator(), SummaryAccumulator()
+    for episode in episodes[:5]:
+        first.add(episode)
+    for episode in episodes[5:]:
+        second.add(episode)
+    second.add({"traces": "not a list", "ok": True})
+    first.merge(second)
+    assert first.result() == from_episodes(episodes) and first.skipped == 1

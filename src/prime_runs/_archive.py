@@ -16,12 +16,16 @@ Why this shape: every process (a forked child, a joined worker) appends to
 segments of its own, so no two writers share a file offset and a record's key
 ``(segment, offset)`` is stable. Lines are written with one unbuffered
 ``os.write`` each, so a SIGKILL at any instant leaves at most one torn last
-line, which readers skip (the producer had not been told it was logged). JSON
-documents are replaced atomically (write, then rename).
+line, which readers skip (the producer had not been told it was logged). A write
+that fails part-way (disk full, file size limit) is cut back to the last line
+boundary before the error is raised, so the next line starts a line and every
+offset handed out points at one. JSON documents are replaced atomically (write,
+then rename). Nothing is written through a symbolic link inside a run folder.
 """
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import secrets
@@ -29,6 +33,8 @@ import threading
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any, NamedTuple
+
+from .errors import JournalError
 
 RUN_FILE = "run.json"
 STATUS_FILE = "status.json"
@@ -51,10 +57,80 @@ class RecordKey(NamedTuple):
     offset: int
 
 
+_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+_DIRECTORY = getattr(os, "O_DIRECTORY", 0)
+_WALK_AT = os.open in os.supports_dir_fd and bool(_NOFOLLOW)
+_LINK_ERRNOS = (errno.ELOOP, errno.ENOTDIR, errno.EMLINK)  # what O_NOFOLLOW meets
+
+
+def _first_link(run_dir: Path, relative: str) -> tuple[Path, bool] | None:
+    """The first symbolic link on the way to ``relative`` below ``run_dir``, and whether
+    it is the last component; None when there is none."""
+    parts = Path(relative).parts
+    for depth in range(1, len(parts) + 1):
+        path = run_dir.joinpath(*parts[:depth])
+        if path.is_symlink():
+            return path, depth == len(parts)
+    return None
+
+
+def _link_error(path: Path, last: bool) -> JournalError:
+    error = JournalError(
+        f"refusing to write through the symbolic link {path} inside the run folder; "
+        f"replace it with a real {'file' if last else 'directory'} (nothing was written)"
+    )
+    error.errno = errno.ELOOP
+    return error
+
+
+def open_in_run(run_dir: Path, relative: str, flags: int, mode: int = 0o644) -> int:
+    """``os.open`` of ``relative`` (e.g. ``"acks/x.jsonl"``) inside a run folder, following
+    no symbolic link below the folder itself (the folder is the user's choice). Raises a
+    ``JournalError`` naming the link when one is in the way."""
+    run_dir = Path(run_dir)
+    *dirs, name = Path(relative).parts
+    if not _WALK_AT:  # no openat here: check, then open (a race is possible)
+        link = _first_link(run_dir, relative)
+        if link is not None:
+            raise _link_error(*link)
+        return os.open(run_dir / relative, flags | _NOFOLLOW, mode)
+    try:
+        dir_fd = os.open(run_dir, os.O_RDONLY | _DIRECTORY)
+        try:
+            for part in dirs:
+                inner = os.open(part, os.O_RDONLY | _DIRECTORY | _NOFOLLOW, dir_fd=dir_fd)
+                os.close(dir_fd)
+                dir_fd = inner
+            return os.open(name, flags | _NOFOLLOW, mode, dir_fd=dir_fd)
+        finally:
+            os.close(dir_fd)
+    except OSError as exc:
+        link = _first_link(run_dir, relative) if exc.errno in _LINK_ERRNOS else None
+        if link is not None:
+            raise _link_error(*link) from exc
+        raise
+
+
 def write_json_atomic(path: Path, value: Any) -> None:
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(3)}.tmp")
-    tmp.write_bytes(json.dumps(value, ensure_ascii=False, indent=1).encode("utf-8"))
-    os.replace(tmp, path)
+    """Replace ``path`` (a document directly in a run folder) atomically. The temporary
+    file is created exclusively and the rename replaces a link rather than its target,
+    so no symbolic link is followed; a failed write leaves no temporary file behind."""
+    path = Path(path)
+    tmp = f".{path.name}.{os.getpid()}.{secrets.token_hex(3)}.tmp"
+    data = json.dumps(value, ensure_ascii=False, indent=1).encode("utf-8")
+    fd = open_in_run(path.parent, tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL)
+    try:
+        try:
+            _write_all(fd, data)
+        finally:
+            os.close(fd)
+        os.replace(path.parent / tmp, path)
+    except BaseException:
+        try:
+            os.unlink(path.parent / tmp)
+        except OSError:
+            pass
+        raise
 
 
 def read_json(path: Path) -> dict[str, Any]:
@@ -65,7 +141,7 @@ def read_json(path: Path) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
-def _write_all(fd: int, data: bytes) -> None:
+def _write_all(fd: int, data: bytes | memoryview) -> None:
     view = memoryview(data)
     while view:
         written = os.write(fd, view)
@@ -73,27 +149,51 @@ def _write_all(fd: int, data: bytes) -> None:
 
 
 class _Appender:
-    """An append-only file of this process, opened lazily."""
+    """An append-only file of this process inside a run folder (never through a link).
 
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        self._fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    ``offset`` is where the next line starts. A write that fails part-way is cut back
+    to it before the error propagates; if even that fails, ``broken`` is set and the
+    owner starts a fresh file, so a torn fragment never prefixes the next line.
+    """
+
+    def __init__(self, run_dir: Path, relative: str) -> None:
+        self.path = run_dir / relative
+        self._fd = open_in_run(run_dir, relative, os.O_WRONLY | os.O_CREAT | os.O_APPEND)
         self.offset = os.fstat(self._fd).st_size
+        self.broken = False
 
     def write(self, data: bytes) -> int:
+        """``data`` (whole lines) appended; returns where it starts."""
         start = self.offset
-        _write_all(self._fd, data)
+        try:
+            _write_all(self._fd, data)
+        except OSError:
+            self._restore(start)
+            raise
         self.offset = start + len(data)
         return start
 
     def write_line(self, data: bytes) -> int:
         """``data`` plus a newline in one system call, without copying ``data``."""
         start = self.offset
-        written = os.writev(self._fd, (data, b"\n"))
-        if written < len(data) + 1:  # rare: finish what the kernel did not take
-            _write_all(self._fd, (data + b"\n")[written:])
+        try:
+            written = os.writev(self._fd, (data, b"\n"))
+            if written < len(data) + 1:  # rare: finish what the kernel did not take
+                _write_all(self._fd, memoryview(data + b"\n")[written:])
+        except OSError:
+            self._restore(start)
+            raise
         self.offset = start + len(data) + 1
         return start
+
+    def _restore(self, start: int) -> None:
+        # Shrinking a file needs no space and no size allowance, so this works on a
+        # full disk; appends (O_APPEND) then continue at ``start`` again.
+        try:
+            os.ftruncate(self._fd, start)
+            self.broken = os.fstat(self._fd).st_size != start
+        except OSError:
+            self.broken = True
 
     def close(self) -> None:
         try:
@@ -112,6 +212,7 @@ class RunArchive:
         self._nonce = secrets.token_hex(3)
         self._segments: dict[str, _Appender] = {}
         self._acks: _Appender | None = None
+        self._files = 0  # appenders opened by this process, for fresh names after a failure
 
     # -- documents ---------------------------------------------------------------
 
@@ -156,19 +257,34 @@ class RunArchive:
             self._nonce = secrets.token_hex(3)
             self._segments = {}
             self._acks = None
+            self._files = 0
             self._lock = threading.Lock()
 
     def append(self, kind: str, data: bytes) -> RecordKey:
-        """Write one encoded record (without newline); durable once this returns."""
+        """Write one encoded record (without newline); durable once this returns.
+
+        Raises ``OSError`` (``JournalError`` for a link in the way) when the record could
+        not be written; the segment is left ending on a line boundary either way."""
         self._check_process()
         with self._lock:
             segment = self._segments.get(kind)
             if segment is None:
-                name = f"{kind}-{self._pid}-{self._nonce}.jsonl"
-                segment = _Appender(self.path / RECORDS_DIR / name)
-                self._segments[kind] = segment
-            offset = segment.write_line(data)
+                segment = self._segments[kind] = _Appender(
+                    self.path, self._new_name(RECORDS_DIR, f"{kind}-")
+                )
+            try:
+                offset = segment.write_line(data)
+            except OSError:
+                if segment.broken:  # could not cut the torn line off: start a new segment
+                    segment.close()
+                    del self._segments[kind]
+                raise
             return RecordKey(segment.path.name, offset)
+
+    def _new_name(self, directory: str, prefix: str) -> str:
+        self._files += 1
+        suffix = "" if self._files == 1 else f"-{self._files}"
+        return f"{directory}/{prefix}{self._pid}-{self._nonce}{suffix}.jsonl"
 
     def ack(self, sink: str, keys: list[RecordKey]) -> None:
         """Record that ``sink`` acknowledged these records."""
@@ -184,8 +300,14 @@ class RunArchive:
         self._check_process()
         with self._lock:
             if self._acks is None:
-                self._acks = _Appender(self.path / ACKS_DIR / f"{self._pid}-{self._nonce}.jsonl")
-            self._acks.write(lines)
+                self._acks = _Appender(self.path, self._new_name(ACKS_DIR, ""))
+            try:
+                self._acks.write(lines)
+            except OSError:
+                if self._acks.broken:
+                    self._acks.close()
+                    self._acks = None
+                raise
 
     def close(self) -> None:
         with self._lock:

@@ -16,17 +16,18 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from . import _finishing
 from ._archive import REJECTED, SKIPPED, RunArchive, settled_name
 from ._encode import Encoded, traces_problem
+from ._finishing import DEFAULT_FINISH_TIMEOUT
 from ._json import sanitize_nonfinite
-from .errors import PrimeRunsError, RunFinishedError, describe
+from .errors import JournalError, PrimeRunsError, RecordError, RunFinishedError, describe
 from .exporters._base import Item, Outcome
-from .metrics import SummaryAccumulator, from_encoded
+from .metrics import SummaryAccumulator
 from .status import RunStatus
 
 logger = logging.getLogger("prime_runs")
 
-DEFAULT_FINISH_TIMEOUT = 300.0
 # Queued records keep their decoded form only while the queues are this short.
 MAPPING_QUEUE_BYTES = 4 * 1024 * 1024
 WARN = "warn"
@@ -45,6 +46,8 @@ class Counters:
     skipped: dict[str, int] = field(default_factory=dict)
     traces_episodes_written: int = 0
     restamped: int = 0  # records that named another run id (their copies carry this one)
+    unjournaled: int = 0  # records the journal could not hold (disk full, size limit, link)
+    late: int = 0  # records refused because they were logged after finish() began
     errors: list[str] = field(default_factory=list)
 
 
@@ -93,6 +96,15 @@ class RunState:
         self._raised = False
         self._pid = os.getpid()
         self.span: Any = None
+        # Log calls in progress, per thread: finish() waits for them, so every record is
+        # either counted in the final status or refused.
+        self._logging: dict[int, int] = {}
+        self._log_idle = threading.Condition(self._lock)
+        self.sealed = False  # finish() stopped waiting for log calls: refuse every record
+        self._status_lock = threading.Lock()
+        self._closed = False  # the platform confirmed the close-out
+        self._journal_failing = False
+        self._late_error: int | None = None  # index in errors of the late-logging entry
         # (key, kind, sinks whose queue was full, whether no sink took it), oldest first.
         # Journal offsets a full queue refused, grouped by (segment, kind, sinks that
         # refused, whether no sink took it): 8 bytes a record, so a long outage stays flat.
@@ -132,6 +144,10 @@ class RunState:
 
     # -- logging -------------------------------------------------------------------
 
+    def count_invalid(self, records: int) -> None:
+        with self._lock:
+            self.counters.invalid += records
+
     def check_open(self) -> None:
         if self.finishing:
             raise RunFinishedError(
@@ -140,16 +156,28 @@ class RunState:
             )
 
     def ingest(self, encoded: Encoded) -> None:
-        """Journal a record, account it in the summary, and hand it to every sink."""
-        key = self.archive.append(encoded.kind, encoded.data) if self.archive else None
-        if key is None:
-            # No journal to compute the summary from at finish: keep a running tally.
+        """Journal a record, account it in the summary, and hand it to every sink.
+
+        A journal failure is counted and reported, never raised: the record still goes
+        to the sinks (offline, there are none, and it is lost)."""
+        key = None
+        if self.archive is not None:
+            try:
+                key = self.archive.append(encoded.kind, encoded.data)
+            except OSError as exc:
+                self._journal_failed(encoded, exc)
+            else:
+                if self._journal_failing:
+                    self._journal_resumed()
+        if key is None and (self.workers or self.archive is None):
+            # Not in the journal the summary is computed from at finish: tally it now.
             self.summary_acc.add(encoded.record)
         if encoded.restamped:
             self._note_restamp()
         if not self.workers:
-            with self._lock:
-                self.counters.logged += 1
+            if key is not None or self.archive is None:
+                with self._lock:
+                    self.counters.logged += 1
             return
         mapping = None
         if encoded.owned and all(w.queued_bytes < MAPPING_QUEUE_BYTES for w in self.workers):
@@ -183,6 +211,86 @@ class RunState:
                     if offsets is None:
                         offsets = self._refused[group] = array("q")
                     offsets.append(key.offset)
+
+    def _journal_failed(self, encoded: Encoded, exc: OSError) -> None:
+        with self._lock:
+            self.counters.unjournaled += 1
+            first = not self._journal_failing
+            self._journal_failing = True
+        if not first:
+            return
+        where = "it was still sent to the platform" if self.workers else "it is lost"
+        reason = exc if isinstance(exc, JournalError) else f"{exc.strerror or exc}"
+        error = JournalError(
+            f"the run's journal could not store record {_record_id(encoded.record)!r} "
+            f"({reason}); {where}. Later failures are counted until the journal "
+            "accepts writes again (see the finish report)"
+        )
+        error.errno = exc.errno
+        self.report(str(error), error)
+
+    def _journal_resumed(self) -> None:
+        with self._lock:
+            self._journal_failing = False
+            lost = self.counters.unjournaled
+        logger.warning(
+            "prime-runs: the run's journal accepts writes again (%d records could not be "
+            "stored so far)",
+            lost,
+        )
+
+    # -- log calls and finish() -----------------------------------------------------
+
+    def begin_log(self) -> bool:
+        """Admit a log call; False once ``finish()`` has begun (refuse the call)."""
+        with self._lock:
+            if self.finishing:
+                return False
+            tid = threading.get_ident()
+            self._logging[tid] = self._logging.get(tid, 0) + 1
+            return True
+
+    def end_log(self) -> None:
+        with self._lock:
+            tid = threading.get_ident()
+            left = self._logging.pop(tid, 1) - 1
+            if left:
+                self._logging[tid] = left
+            if self.finishing:
+                self._log_idle.notify_all()
+
+    def _wait_for_logs(self, deadline: float) -> None:
+        """Let log calls already admitted (on other threads) land before the final counts;
+        past ``deadline`` their remaining records are refused instead."""
+        me = threading.get_ident()
+        with self._lock:
+            while any(tid != me for tid in self._logging):
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    break
+                self._log_idle.wait(left)
+            self.sealed = True
+
+    def refuse_late(self, records: int) -> None:
+        """Count records logged after ``finish()`` began; one warning per run."""
+        with self._lock:
+            self.counters.late += records
+            self.counters.invalid += records
+            message = (
+                f"run {self.run_id} has finished; {self.counters.late} records logged after "
+                "finish() were not recorded. Log every record before calling finish()."
+            )
+            errors = self.counters.errors
+            if self._late_error is not None and self._late_error < len(errors):
+                errors[self._late_error] = message  # one entry, kept up to date
+                return
+            self._late_error = len(errors)
+            errors.append(message)
+        logger.warning(
+            "prime-runs: records were logged after run %s finished and were not recorded "
+            "(counted in dropped_records; this warning is given once per run)",
+            self.run_id,
+        )
 
     def _note_restamp(self) -> None:
         with self._lock:
@@ -249,9 +357,8 @@ class RunState:
     # -- flush and finish ---------------------------------------------------------
 
     def flush(self, timeout: float | None) -> bool:
-        deadline = time.monotonic() + (DEFAULT_FINISH_TIMEOUT if timeout is None else timeout)
-        done = all(w.drain(deadline) for w in self.workers)
-        return done
+        deadline = time.monotonic() + _finishing.budget(timeout, DEFAULT_FINISH_TIMEOUT)
+        return all(w.drain(deadline) for w in self.workers)
 
     def finish(
         self,
@@ -260,15 +367,22 @@ class RunState:
         error: str | None,
         timeout: float | None,
     ) -> bool:
-        """Close the run once; later calls return False. Never raises (see ``raise_pending``)."""
+        """Close the run once; later calls return False. Never raises (see ``raise_pending``).
+
+        Returns within ``timeout`` (default 300 s) plus ``_finishing.CLOSE_MARGIN``, and
+        within about ``SILENT_GRACE + DOWN_CLOSE_BUDGET`` when the platform accepts nothing.
+        """
         with self._finish_lock:
             if self.finished or self.finishing:
                 return False
-            self.finishing = True
-        deadline = time.monotonic() + (DEFAULT_FINISH_TIMEOUT if timeout is None else timeout)
+            with self._lock:
+                self.finishing = True
+        started = time.monotonic()
+        deadline = started + _finishing.budget(timeout, DEFAULT_FINISH_TIMEOUT)
         # Keep part of the budget for the close-out, so a stalled upload cannot leave the
         # run RUNNING on the platform; unsent records stay in the journal for sync.
-        send_by = deadline - min(5.0, (deadline - time.monotonic()) / 3)
+        send_by = deadline - min(5.0, (deadline - started) / 3)
+        self._wait_for_logs(send_by)
         self.status = status
         self.error = error
         if summary is not None:
@@ -276,9 +390,28 @@ class RunState:
         elif self.owner and not self.forked:
             self.summary = self._computed_summary()
         # Drain before closing: the platform computes statistics at finalize.
-        for worker in self.workers:
-            worker.drain(send_by)
+        silent = _finishing.drain_sinks(self.workers, started, send_by, self._stored_any)
+        down = silent or _finishing.platform_down(self.workers)
+        if down:
+            send_by = min(send_by, time.monotonic())
+            deadline = min(deadline, time.monotonic() + _finishing.DOWN_CLOSE_BUDGET)
         self._recover_refused(send_by)
+        self._close_workers(send_by)
+        if down:
+            self._report_down()
+        closed = self._close_out(status, error, deadline)
+        with self._status_lock:
+            self.finished = True
+            self._closed = closed
+            self._write_final_status()
+        self._warn_losses()
+        return True
+
+    def _stored_any(self) -> bool:
+        with self._lock:
+            return any(self.counters.acked.values())
+
+    def _close_workers(self, send_by: float) -> None:
         for worker in self.workers:
             left = worker.close(send_by)
             if left:
@@ -289,21 +422,57 @@ class RunState:
                     "deadline; they are in the archive for `prime-runs sync`",
                     warn=False,
                 )
-        closed = False
-        if self._closer is not None and self.owner and not self.forked:
-            try:
-                self._closer(self, status, self._summary_for_platform(), error, deadline)
-                closed = True
-            except Exception as exc:
-                self.report(f"could not close the run on the platform: {describe(exc)}", exc)
-        self.finished = True
-        if self.archive is not None and self.owner and not self.forked:
-            try:
-                self.archive.write_status(self._status_doc(closed=closed))
-            except OSError as exc:
-                self.report(f"could not write the run's status to the archive: {exc}")
-        self._warn_losses()
-        return True
+
+    def _report_down(self) -> None:
+        with self._lock:
+            kept = self.counters.logged - self.counters.unjournaled
+            stored = sum(self.counters.acked.values())
+        what = "stored none of" if not stored else "stopped storing"
+        where = f" in {self.archive.path}" if self.archive is not None else ""
+        self.report(
+            f"the platform {what} this run's records and kept failing; finish() stopped "
+            f"waiting for it. {kept} records are kept locally{where}; `prime-runs sync` "
+            "will deliver them (and close the run) once the platform is back"
+        )
+
+    def _close_out(self, status: RunStatus, error: str | None, deadline: float) -> bool:
+        """Close the run on the platform within ``deadline`` (plus ``CLOSE_MARGIN``)."""
+        closer = self._closer
+        if closer is None or not self.owner or self.forked:
+            return False
+        summary = self._summary_for_platform()
+        close = _finishing.CloseOut(
+            lambda: closer(self, status, summary, error, deadline), self._closed_late
+        )
+        outcome = close.run(deadline + _finishing.CLOSE_MARGIN)
+        if outcome is None:
+            self.report(
+                "the platform did not confirm the run's close-out before the finish deadline; "
+                "`prime-runs sync` closes it if it stays open"
+            )
+            return False
+        if not outcome and close.error is not None:
+            self.report(
+                f"could not close the run on the platform: {describe(close.error)}", close.error
+            )
+        return outcome
+
+    def _closed_late(self, ok: bool) -> None:
+        """The close-out ended after finish() returned: record a success in status.json."""
+        if not ok:
+            return
+        with self._status_lock:
+            self._closed = True
+            if self.finished:
+                self._write_final_status()
+
+    def _write_final_status(self) -> None:
+        if self.archive is None or not self.owner or self.forked:
+            return
+        try:
+            self.archive.write_status(self._status_doc(closed=self._closed))
+        except OSError as exc:
+            self.report(f"could not write the run's status to the archive: {exc}")
 
     def _recover_refused(self, deadline: float) -> None:
         """Send what a full queue refused during the run, read back from the journal.
@@ -339,14 +508,23 @@ class RunState:
 
     def _computed_summary(self) -> dict[str, Any]:
         """The summary of every record the run logged, read back from the journal (so the
-        producer's thread never pays for it, and forked children's records count too)."""
-        if self.archive is None:
-            return dict(self.summary_acc.result())
-        try:
-            return dict(from_encoded(data for _, _, data in self.archive.iter_records()))
-        except OSError as exc:
-            self.report(f"could not read the journal to compute the summary: {exc}")
-            return dict(self.summary_acc.result())
+        producer's thread never pays for it, and forked children's records count too),
+        plus the records the journal could not hold. Records it cannot use are reported."""
+        summary = SummaryAccumulator()
+        if self.archive is not None:
+            try:
+                for _, _, data in self.archive.iter_records():
+                    summary.add_encoded(data)
+            except OSError as exc:
+                self.report(f"could not read the journal to compute the summary: {exc}")
+        summary.merge(self.summary_acc)
+        if summary.skipped:
+            message = (
+                f"{summary.skipped} records were left out of the run summary: a reward or "
+                "metric is not a number that fits a float (e.g. 10**400 or a string)"
+            )
+            self.report(message, RecordError(message))
+        return dict(summary.result())
 
     def _summary_for_platform(self) -> dict[str, Any]:
         # Non-finite numbers are dropped by the platform close-out (contract §4.8).
@@ -372,6 +550,7 @@ class RunState:
             "failed": dict(c.failed),
             "dropped": c.dropped,
             "invalid": c.invalid,
+            "unjournaled": c.unjournaled,
         }
 
     def _warn_losses(self) -> None:
@@ -388,6 +567,16 @@ class RunState:
             logger.warning(
                 "prime-runs: %d records were not logged because they were invalid (see run.errors)",
                 c.invalid,
+            )
+        if c.unjournaled:
+            logger.warning(
+                "prime-runs: %d records could not be written to the run's journal%s (see "
+                "run.errors); %s",
+                c.unjournaled,
+                where,
+                "they were sent to the platform but sync cannot resend them"
+                if self.workers
+                else "they are lost",
             )
         if c.dropped:
             logger.warning(
@@ -419,6 +608,11 @@ class RunState:
         self._first_error = None
         self._raised = False
         self._refused = {}
+        self._logging = {}
+        self._log_idle = threading.Condition(self._lock)
+        self._status_lock = threading.Lock()
+        self._late_error = None
+        self._journal_failing = False
         for worker in self.workers:
             worker.after_fork()
 

@@ -80,6 +80,7 @@ class SinkWorker:
         self._transient_streak = 0
         self.retired: str | None = None
         self.quiet = False  # retired without it being a loss (service not enabled)
+        self.failing = False  # retired after MAX_TRANSIENT_STREAK transient failures
         self._thread: threading.Thread | None = None
         self._linger = LINGER_SECONDS
         self._linger_bytes = LINGER_BYTES
@@ -241,6 +242,7 @@ class SinkWorker:
         """Retire, re-queue or reset after one export (under the lock)."""
         if outcome.retire is None and outcome.retry:
             if self._transient_streak + 1 >= MAX_TRANSIENT_STREAK:
+                self.failing = True
                 outcome.retire = (
                     f"{MAX_TRANSIENT_STREAK} failures in a row (last: {outcome.retry_reason}); "
                     "the records are kept in the archive for `prime-runs sync`"

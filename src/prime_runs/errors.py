@@ -6,6 +6,7 @@
     ├── RunFinishedError            logging into a run that has finished
     ├── EnvironmentResolutionError  an environment that does not resolve on the hub
     ├── SyncError                   an archive that `prime-runs sync` cannot upload
+    ├── JournalError                the run's local archive could not be written (also an OSError)
     └── APIError                    the platform answered with an error (status_code, code)
         ├── UnauthorizedError       401
         ├── PaymentRequiredError    402
@@ -55,6 +56,11 @@ class EnvironmentResolutionError(PrimeRunsError):
 
 class SyncError(PrimeRunsError):
     """An archived run could not be (fully) uploaded by ``prime-runs sync``."""
+
+
+class JournalError(PrimeRunsError, OSError):
+    """The run's local archive could not be written: disk full, file too large, or a
+    symbolic link inside the run folder. ``errno`` is the operating system's, when known."""
 
 
 class APIError(PrimeRunsError):
@@ -123,6 +129,7 @@ __all__ = [
     "ConflictError",
     "EnvironmentResolutionError",
     "ForbiddenError",
+    "JournalError",
     "NotFoundError",
     "PaymentRequiredError",
     "PrimeRunsError",

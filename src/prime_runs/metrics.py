@@ -16,11 +16,16 @@ Rules (platform contract, summary metrics):
 Inputs are verifiers objects or their JSON records. A bare trace (no ``traces``) given where
 an episode is expected counts as a one-trace unit of work: its trace is a candidate and its own
 ``ok`` counts toward ``avg_error``.
+
+A record whose rewards or metrics are not numbers a float can hold (a string, or an integer
+such as ``10**400``) is bad input: it is left out of the summary whole, and counted
+(``SummaryAccumulator.skipped``). Nothing here raises because of a record's content.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import threading
 from collections.abc import Iterable
 from typing import Any, TypedDict
@@ -49,43 +54,82 @@ class _Means:
 
     def add(self, reward: Any, values: dict[str, Any]) -> None:
         self.traces += 1
-        self.reward_sum += reward
+        try:
+            self.reward_sum += reward
+        except OverflowError:  # a huge integer sum met a float: the mean is not finite
+            self.reward_sum = math.copysign(math.inf, self.reward_sum)
         sums, counts = self.sums, self.counts
         for name, value in values.items():
             sums[name] = sums.get(name, 0.0) + value
             counts[name] = counts.get(name, 0) + 1
+
+    def merge(self, other: _Means) -> None:
+        self.traces += other.traces
+        try:
+            self.reward_sum += other.reward_sum
+        except OverflowError:
+            self.reward_sum = math.copysign(math.inf, self.reward_sum)
+        for name, total in other.sums.items():
+            self.sums[name] = self.sums.get(name, 0.0) + total
+            self.counts[name] = self.counts.get(name, 0) + other.counts[name]
 
 
 # What one trace contributes: (trainable, reward, {metric name: value}).
 _Scored = tuple[bool, Any, dict[str, Any]]
 
 
+class _Unusable(Exception):
+    """A record's reward or metric is not a number that fits a float."""
+
+
+def _number(value: Any) -> Any:
+    """``value`` when it is a number a float can hold (bools count, as in ``sum``)."""
+    if isinstance(value, float):
+        return value
+    if isinstance(value, int):
+        try:
+            float(value)
+        except OverflowError:
+            raise _Unusable from None
+        return value
+    raise _Unusable
+
+
 def _score(trace: Any) -> _Scored:
-    values = dict(_records.reward_scores(trace))
+    values = {name: _number(value) for name, value in _records.reward_scores(trace)}
     for name, value in _records.metrics(trace).items():
         if value is not None:
-            values[name] = value  # a metric wins over a sub-reward of the same name
-    return _records.is_trainable(trace), _records.reward(trace), values
+            values[name] = _number(value)  # a metric wins over a sub-reward of the same name
+    try:
+        reward = _number(_records.reward(trace))
+    except (OverflowError, TypeError, AttributeError):
+        raise _Unusable from None
+    return _records.is_trainable(trace), reward, values
 
 
 def _read(record: Any) -> tuple[bool, list[_Scored]]:
     """One episode (or bare trace) as (failed, its traces' contributions), read in full
-    before any state changes so a malformed record leaves the tally untouched."""
-    members = _records.traces_of(record) if _records.is_episode(record) else (record,)
-    return not _records.is_ok(record), [_score(trace) for trace in members]
+    before any state changes so a malformed record leaves the tally untouched. Raises
+    ``_Unusable`` for a record that cannot be summarized."""
+    try:
+        members = _records.traces_of(record) if _records.is_episode(record) else (record,)
+        return not _records.is_ok(record), [_score(trace) for trace in members]
+    except (AttributeError, TypeError, ValueError, OverflowError) as exc:
+        raise _Unusable from exc
 
 
 class _Tally:
     """The state behind both :func:`from_episodes` and :class:`SummaryAccumulator`, so the
     two agree exactly when fed the same records in the same order."""
 
-    __slots__ = ("all", "episodes", "failed", "trainable")
+    __slots__ = ("all", "episodes", "failed", "skipped", "trainable")
 
     def __init__(self) -> None:
         self.trainable = _Means()
         self.all = _Means()  # used only if no candidate trace is trainable
         self.episodes = 0
         self.failed = 0
+        self.skipped = 0  # records left out: unreadable, or numbers a float cannot hold
 
     def add_unit(self, failed: bool) -> None:
         self.episodes += 1
@@ -111,18 +155,22 @@ def from_episodes(episodes: Iterable[Any], traces: Iterable[Any] | None = None) 
 
     When ``traces`` is given, rewards and metrics are computed over those traces instead of
     the episodes' members, and the episodes only feed ``avg_error``. An empty run gives
-    ``{"avg_reward": 0.0, "avg_metrics": {}, "avg_error": 0.0}``.
+    ``{"avg_reward": 0.0, "avg_metrics": {}, "avg_error": 0.0}``. Records that cannot be
+    summarized (see the module notes) are left out.
     """
-    tally = _Tally()
     if traces is None:
+        accumulator = SummaryAccumulator()
         for record in episodes:
-            failed, scored = _read(record)
-            tally.add_unit(failed)
-            tally.add_scored(scored)
-    else:
-        for record in episodes:
-            tally.add_unit(not _records.is_ok(record))
-        tally.add_scored(_score(trace) for trace in traces)
+            accumulator.add(record)
+        return accumulator.result()
+    tally = _Tally()
+    for record in episodes:
+        tally.add_unit(not _records.is_ok(record))
+    for trace in traces:
+        try:
+            tally.add_scored([_score(trace)])
+        except _Unusable:
+            tally.skipped += 1
     return tally.result()
 
 
@@ -130,10 +178,7 @@ def from_encoded(records: Iterable[bytes]) -> RunSummary:
     """The summary of records stored as JSON (a run's journal); undecodable ones are skipped."""
     accumulator = SummaryAccumulator()
     for data in records:
-        try:
-            accumulator.add(json.loads(data))
-        except (ValueError, AttributeError, TypeError):
-            continue
+        accumulator.add_encoded(data)
     return accumulator.result()
 
 
@@ -142,18 +187,57 @@ class SummaryAccumulator:
 
     ``add`` takes an episode or a bare trace (record mapping or object); after any sequence of
     ``add`` calls, ``result()`` equals ``from_episodes`` over the same records in the same
-    order. Thread-safe; memory grows only with the number of distinct metric names.
+    order. Thread-safe; memory grows only with the number of distinct metric names. Never
+    raises because of a record: one that cannot be summarized is counted in ``skipped``.
     """
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._tally = _Tally()
 
-    def add(self, record: Any) -> None:
-        failed, scored = _read(record)  # outside the lock: reading is the slow part
+    @property
+    def skipped(self) -> int:
+        """Records left out: not decodable, or with a reward or metric that is not a number
+        a float can hold."""
+        with self._lock:
+            return self._tally.skipped
+
+    def add(self, record: Any) -> bool:
+        """Count ``record``; False when it was left out (see ``skipped``)."""
+        try:
+            failed, scored = _read(record)  # outside the lock: reading is the slow part
+        except _Unusable:
+            with self._lock:
+                self._tally.skipped += 1
+            return False
         with self._lock:
             self._tally.add_unit(failed)
             self._tally.add_scored(scored)
+        return True
+
+    def add_encoded(self, data: bytes) -> bool:
+        """Count one record stored as JSON; False when it was left out."""
+        try:
+            record = json.loads(data)
+        except ValueError:  # also a number too long to parse
+            record = None
+        if not isinstance(record, dict):
+            with self._lock:
+                self._tally.skipped += 1
+            return False
+        return self.add(record)
+
+    def merge(self, other: SummaryAccumulator) -> None:
+        """Add what ``other`` counted (its records after this one's)."""
+        with other._lock:
+            theirs = other._tally
+            with self._lock:
+                mine = self._tally
+                mine.episodes += theirs.episodes
+                mine.failed += theirs.failed
+                mine.skipped += theirs.skipped
+                mine.trainable.merge(theirs.trainable)
+                mine.all.merge(theirs.all)
 
     def result(self) -> RunSummary:
         with self._lock:

@@ -192,18 +192,20 @@ class RunProcessor(SpanProcessor):
         )
 
     def _ingest_raw(self, state: RunState, payload: str) -> None:
-        if state.finishing:
-            state.report("a record span ended after its run finished; it was not recorded")
+        if not state.begin_log():
+            state.refuse_late(1)  # a record span that ended after its run finished
             return
         try:
-            record = json.loads(payload)
-            encoded = encode(record, state.run_id, state.identity.kind)
-        except (ValueError, PrimeRunsError) as exc:
-            with state._lock:
-                state.counters.invalid += 1
-            state.report(f"a {semconv.RECORD} attribute is not a JSON object record: {exc}")
-            return
-        state.ingest(encoded)
+            try:
+                record = json.loads(payload)
+                encoded = encode(record, state.run_id, state.identity.kind)
+            except (ValueError, PrimeRunsError) as exc:
+                state.count_invalid(1)
+                state.report(f"a {semconv.RECORD} attribute is not a JSON object record: {exc}")
+                return
+            state.ingest(encoded)
+        finally:
+            state.end_log()
 
     # -- joined runs ---------------------------------------------------------------------
 

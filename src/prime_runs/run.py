@@ -13,6 +13,7 @@ from opentelemetry.trace import Status, StatusCode
 
 from . import _exit, _records, semconv
 from ._encode import EPISODE, encode
+from ._finishing import DEFAULT_FINISH_TIMEOUT, check_timeout
 from ._join import carrier
 from ._state import RAISE, RunState
 from .errors import PrimeRunsError, RecordError, RunFinishedError, describe
@@ -122,10 +123,12 @@ class Run:
     @property
     def dropped_records(self) -> int:
         """Records that reached no sink: the upload queue was full (they are still in the
-        archive for ``prime-runs sync``), or the record was invalid (see ``errors``)."""
+        archive for ``prime-runs sync``), the record was invalid or logged after
+        ``finish()`` (see ``errors``), or, offline, the journal could not store it."""
         if self._state is None:
             return 0
-        return self._state.counters.dropped + self._state.counters.invalid
+        c = self._state.counters
+        return c.dropped + c.invalid + (0 if self._state.workers else c.unjournaled)
 
     @property
     def failed_records(self) -> dict[str, int]:
@@ -171,35 +174,46 @@ class Run:
         except PrimeRunsError as exc:
             self._bad_input(exc, 1)
             return
-        if state.finishing:
-            items = list(items)
-            try:
-                state.check_open()
-            except RunFinishedError as exc:
-                self._bad_input(exc, len(items))
-                return
-        for record in items:
-            try:
-                encoded = encode(record, state.run_id, state.identity.kind)
-            except RecordError as exc:
-                self._bad_input(exc, 1)
-                continue
-            if encoded.sanitized:
-                logger.debug("prime-runs: non-finite numbers in a record were written as null")
-            state.ingest(encoded)
-            self._record_span(encoded.kind, encoded.record, len(encoded.data))
+        if not state.begin_log():
+            self._refuse_late(sum(1 for _ in items))
+            return
+        try:
+            iterator = iter(items)
+            for record in iterator:
+                if state.sealed:  # finish() stopped waiting for this call
+                    self._refuse_late(1 + sum(1 for _ in iterator))
+                    return
+                try:
+                    encoded = encode(record, state.run_id, state.identity.kind)
+                except RecordError as exc:
+                    self._bad_input(exc, 1)
+                    continue
+                if encoded.sanitized:
+                    logger.debug("prime-runs: non-finite numbers in a record were written as null")
+                state.ingest(encoded)
+                self._record_span(encoded.kind, encoded.record, len(encoded.data))
+        finally:
+            state.end_log()
+
+    def _refuse_late(self, records: int) -> None:
+        """Records logged after ``finish()`` began: raised under ``on_error="raise"``,
+        otherwise counted (one warning per run)."""
+        state = self._state
+        assert state is not None
+        if state.on_error == RAISE:
+            raise RunFinishedError(
+                f"run {state.run_id} has finished; records logged after finish() are not "
+                "recorded. Log every record before calling finish()."
+            )
+        state.refuse_late(records)
 
     def _bad_input(self, exc: PrimeRunsError, lost: int) -> None:
         state = self._state
         assert state is not None
         if state.on_error == RAISE:
             raise exc
-        with state._lock:
-            state.counters.invalid += lost
-        if isinstance(exc, RunFinishedError):
-            state.report(str(exc))
-        else:
-            state.report(f"a record was not logged: {exc}")
+        state.count_invalid(lost)
+        state.report(f"a record was not logged: {exc}")
 
     def _record_span(self, kind: str, record: Mapping[str, Any], size: int) -> None:
         if self._tracer is None:
@@ -229,11 +243,13 @@ class Run:
         """Wait until every record logged so far is acknowledged (or ``timeout``).
 
         Returns whether everything was sent. Under ``on_error="raise"`` the first
-        contained error is raised here.
+        contained error is raised here. ``timeout`` is seconds ``>= 0`` (``None``: 300 s;
+        ``inf``: up to 24 hours); ``nan`` or a negative number raises ``ConfigurationError``.
         """
+        seconds = check_timeout(timeout, default=DEFAULT_FINISH_TIMEOUT, what="flush")
         if self._state is None:
             return True
-        done = self._state.flush(timeout)
+        done = self._state.flush(seconds)
         self._state.raise_pending()
         return done
 
@@ -248,9 +264,14 @@ class Run:
         """Close the run: drain uploads, then finalize (completed) or close it out.
 
         Idempotent: the first call's status wins. ``summary`` defaults to one
-        computed from the episodes this run saw. ``timeout`` bounds the whole
-        call (default 300 s).
+        computed from the episodes this run saw. ``timeout`` bounds the whole call:
+        it returns within ``timeout`` seconds plus half a second (default 300 s;
+        ``inf``: up to 24 hours; ``nan`` or a negative number raises
+        ``ConfigurationError`` and leaves the run open). When the platform has stored
+        nothing all run, it stops waiting after about 10 s and says what is kept
+        locally for ``prime-runs sync``.
         """
+        seconds = check_timeout(timeout, default=DEFAULT_FINISH_TIMEOUT, what="finish")
         status = RunStatus.coerce(status)
         if not status.terminal:
             raise ValueError("finish() takes a terminal status; the run stays open")
@@ -262,7 +283,7 @@ class Run:
         if summary is not None and not isinstance(summary, Mapping):
             raise TypeError(f"summary must be a mapping, not {type(summary).__name__}")
         state = self._state
-        if not state.finish(status, dict(summary) if summary else None, reason, timeout):
+        if not state.finish(status, dict(summary) if summary else None, reason, seconds):
             return
         _exit.untrack(self)
         self._end_span(status, reason)

@@ -1,0 +1,124 @@
+"""How long ``flush()`` and ``finish()`` wait, and when ``finish()`` stops waiting.
+
+- **Timeout values.** A number of seconds ``>= 0``; ``None`` is the default; values above
+  ``MAX_WAIT`` (``inf`` included) mean ``MAX_WAIT``. ``nan``, negative numbers and
+  non-numbers are a ``ConfigurationError`` naming the value.
+- **A platform that accepts nothing.** When no sink has stored a single record during the
+  whole run and ``SILENT_GRACE`` seconds of ``finish()`` pass without that changing, the
+  sinks are closed, and the close-out gets at most ``DOWN_CLOSE_BUDGET`` seconds: the
+  records stay in the archive for ``prime-runs sync``. The same short close-out applies when
+  every sink already stopped after repeated transient failures.
+- **The close-out** runs on a helper thread that ``finish()`` waits for until its deadline
+  plus ``CLOSE_MARGIN``: a request the platform never answers cannot hold ``finish()``.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from .errors import ConfigurationError
+
+DEFAULT_FINISH_TIMEOUT = 300.0
+MAX_WAIT = 24 * 3600.0  # what `inf` (or any longer timeout) means
+CLOSE_MARGIN = 0.5  # finish(timeout=T) returns within T plus this
+SILENT_GRACE = 10.0
+DOWN_CLOSE_BUDGET = 3.0
+_POLL = 0.25  # how often the drain looks at the sinks' progress
+
+
+def check_timeout(timeout: object, *, default: float, what: str) -> float:
+    """``timeout`` as seconds to wait (see the module notes); raises ``ConfigurationError``."""
+    if timeout is None:
+        return default
+    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)):
+        raise ConfigurationError(
+            f"{what}(timeout={timeout!r}): the timeout must be a number of seconds or None "
+            f"(the default, {default:g} s), not a {type(timeout).__name__}"
+        )
+    if isinstance(timeout, int) and timeout > MAX_WAIT:
+        return MAX_WAIT  # also an integer too large for a float
+    seconds = float(timeout)
+    if math.isnan(seconds) or seconds < 0:
+        raise ConfigurationError(
+            f"{what}(timeout={timeout!r}): the timeout must be a number of seconds >= 0 "
+            f"(0: do not wait; inf: up to {MAX_WAIT:g} s), or None for the default "
+            f"({default:g} s)"
+        )
+    return min(seconds, MAX_WAIT)
+
+
+def budget(timeout: object, default: float) -> float:
+    """Like ``check_timeout`` for internal callers that must not raise: invalid means default."""
+    try:
+        return check_timeout(timeout, default=default, what="finish")
+    except ConfigurationError:
+        return default
+
+
+def drain_sinks(
+    workers: Sequence[Any], started: float, send_by: float, stored_any: Callable[[], bool]
+) -> bool:
+    """Wait until every sink is drained or ``send_by``. Returns True when it gave up early
+    because the platform has stored nothing during the whole run (``stored_any``) for
+    ``SILENT_GRACE`` seconds of this wait while records were pending."""
+    while True:
+        busy = [w for w in workers if w.pending()]
+        now = time.monotonic()
+        if not busy or now >= send_by:
+            return False
+        if now - started >= SILENT_GRACE and not stored_any():
+            return True
+        step = min(send_by, now + _POLL)
+        for worker in busy:
+            worker.drain(step)
+
+
+def platform_down(workers: Sequence[Any]) -> bool:
+    """Every sink that matters stopped after repeated transient failures."""
+    relevant = [w for w in workers if not w.quiet]
+    return bool(relevant) and all(w.failing for w in relevant)
+
+
+class CloseOut:
+    """The platform close-out on a helper thread, bounded by the caller's wait.
+
+    ``on_late(ok)`` runs on the helper thread when the close-out ends after ``wait`` gave up.
+    """
+
+    def __init__(self, closer: Callable[[], None], on_late: Callable[[bool], None]) -> None:
+        self._closer = closer
+        self._on_late = on_late
+        self._lock = threading.Lock()
+        self._done = threading.Event()
+        self._abandoned = False
+        self.error: BaseException | None = None
+
+    def run(self, until: float) -> bool | None:
+        """Close out, waiting until ``until``. True: closed; False: failed (``error``);
+        None: still running at ``until`` (it goes on; ``on_late`` hears how it ended)."""
+        thread = threading.Thread(target=self._work, name="prime-runs-close-out", daemon=True)
+        thread.start()
+        self._done.wait(max(0.0, until - time.monotonic()))
+        with self._lock:
+            if not self._done.is_set():
+                self._abandoned = True
+                return None
+        return self.error is None
+
+    def _work(self) -> None:
+        try:
+            self._closer()
+        except Exception as exc:
+            self.error = exc
+        with self._lock:
+            self._done.set()
+            late = self._abandoned
+        if late:
+            try:
+                self._on_late(self.error is None)
+            except Exception:  # a late bookkeeping failure has no one to report to
+                pass
