@@ -204,3 +204,69 @@ def _wait_until_exited(pid: int) -> None:
         if not stat.exists() or stat.read_text().rsplit(")", 1)[1].split()[0] == "Z":
             return
         time.sleep(0.01)
+
+
+# -- friction found by a new user (issue 12) ----------------------------------------------
+
+
+def _cli(root: Path, *args: str, **popen) -> subprocess.Popen:
+    env = {**os.environ, "PRIME_RUNS_DIR": str(root)}
+    return subprocess.Popen(
+        [sys.executable, "-m", "prime_runs.cli", *args], env=env, stderr=subprocess.PIPE, **popen
+    )
+
+
+@pytest.mark.parametrize("command", ["ls", "show"])
+def test_a_reader_that_stops_early_gets_no_traceback(tmp_path, episodes, command):
+    run = _run(tmp_path, episodes, "piped")
+    args = ["show", run.id] if command == "show" else ["ls"]
+    read, write = os.pipe()
+    proc = _cli(tmp_path, *args, stdout=write)
+    os.close(write)
+    os.close(read)  # like `| head` exiting before the command prints anything
+
+    _, err = proc.communicate(timeout=60)
+
+    assert proc.returncode == 0
+    assert b"Traceback" not in err and b"BrokenPipeError" not in err, err.decode()
+
+
+def test_an_ambiguous_id_prefix_lists_the_matches(tmp_path, episodes, capsys):
+    first = _run(tmp_path, episodes[:1], "one")
+    second = _run(tmp_path, episodes[:1], "two")
+
+    assert main(["show", "run-", "--dir", str(tmp_path)]) == 2
+
+    err = capsys.readouterr().err
+    assert f"'run-' matches 2 runs under {tmp_path}; give more of the id" in err
+    assert first.id in err and second.id in err
+    assert main(["show", first.id[:-2], "--dir", str(tmp_path)]) == 0  # unique prefix
+
+
+def test_a_path_outside_the_root_is_reported_as_a_path(tmp_path, episodes, capsys):
+    elsewhere = tmp_path / "elsewhere"
+    run = _run(elsewhere, episodes[:1], "elsewhere")
+    not_a_run = tmp_path / "plain-folder"
+    not_a_run.mkdir()
+    root = str(tmp_path / "root")
+
+    assert main(["show", str(not_a_run), "--dir", root]) == 2
+    assert f"{not_a_run} is a folder but not a run folder (it has no run.json)" in (
+        capsys.readouterr().err
+    )
+    assert main(["show", str(tmp_path / "gone" / "run-x"), "--dir", root]) == 2
+    assert f"no run folder at {tmp_path / 'gone' / 'run-x'}" in capsys.readouterr().err
+    assert main(["show", run.archive_path, "--dir", root]) == 0  # any run folder works
+    assert capsys.readouterr().out.startswith(f"run {run.id}\n")
+
+
+def test_help_and_docs_say_the_same_about_run(capsys):
+    from prime_runs.cli import RUN_HELP
+
+    with pytest.raises(SystemExit):
+        main(["show", "--help"])
+    help_text = " ".join(capsys.readouterr().out.split())
+    docs = " ".join((Path(__file__).parents[1] / "docs" / "cli.md").read_text().split())
+
+    assert RUN_HELP in help_text
+    assert f"`RUN` is {RUN_HELP}." in docs

@@ -148,6 +148,14 @@ def _open_offline(
             f"cannot write the run archive under {str(root)!r} ({exc.strerror}); pass dir= or "
             f"set {DIR_ENV} to a writable folder"
         ) from exc
+    if not environments:  # the platform registers an eval only under an environment
+        logger.warning(
+            "prime-runs: offline run %s names no environment, which the platform needs to "
+            "register it: pass environments=[...] to init(), or upload it later with "
+            "`prime-runs sync --environment NAME %s`",
+            run_id,
+            run_id,
+        )
     return RunState(
         Identity(run_id, name, OFFLINE),
         description=description,

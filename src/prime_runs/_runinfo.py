@@ -7,13 +7,22 @@ never decoded. ``prime-runs sync`` recomputes the exact pending sets itself.
 
 from __future__ import annotations
 
+import json
 import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ._archive import REJECTED, SKIPPED, STATUS_FILE, RunArchive, list_runs, settled_name
+from ._archive import (
+    REJECTED,
+    RUN_FILE,
+    SKIPPED,
+    STATUS_FILE,
+    RunArchive,
+    list_runs,
+    settled_name,
+)
 from .status import RunStatus
 
 TRACES = "traces"
@@ -40,6 +49,9 @@ class RunInfo:
     owner_alive: bool
     sinks: tuple[str, ...]
     pending: dict[str, int] = field(default_factory=dict)  # sink -> records still to upload
+    # Why status.json cannot be used (missing, not JSON, wrong types, unknown status); the
+    # run then counts as dead and unfinished: sync closes it as crashed, naming this.
+    status_problem: str | None = None
 
     @property
     def run_id(self) -> str:
@@ -80,11 +92,15 @@ class RunInfo:
 
     @property
     def running(self) -> bool:
-        """The owner says it is running and its process is alive."""
-        return self.recorded_status == RunStatus.RUNNING.value and self.owner_alive
+        """The owner says it is running (or its status cannot be read) and its process is
+        alive."""
+        status_says = self.status_problem or self.recorded_status == RunStatus.RUNNING.value
+        return bool(status_says) and self.owner_alive
 
     @property
     def status_label(self) -> str:
+        if self.status_problem:
+            return "invalid"
         status = self.recorded_status
         if status is None:
             return "joined" if self.joined else "unknown"
@@ -99,6 +115,8 @@ class RunInfo:
     @property
     def needs_close(self) -> bool:
         """The run's owner never closed it on the platform and can no longer do so."""
+        if self.status_problem:
+            return not self.running
         return not (self.joined or not self.status_doc or self.closed or self.running)
 
     @property
@@ -110,7 +128,10 @@ class RunInfo:
         summary = self.status_doc.get("summary")
         value = summary.get("avg_reward") if isinstance(summary, dict) else None
         if isinstance(value, (int, float)) and not isinstance(value, bool):
-            return float(value)
+            try:
+                return float(value)
+            except OverflowError:  # an integer too large for a float: bad input, not shown
+                return None
         return None
 
     def pending_text(self) -> str:
@@ -131,7 +152,7 @@ def sinks_of(description: dict[str, Any]) -> tuple[str, ...]:
 
 def inspect(archive: RunArchive) -> RunInfo:
     description = archive.description()
-    status_doc = archive.status()
+    status_doc, problem = read_status(archive, joined=bool(description.get("joined")))
     records = archive.count_records()
     acks = archive.acknowledged()
     sinks = sinks_of(description)
@@ -150,7 +171,10 @@ def inspect(archive: RunArchive) -> RunInfo:
         settled=settled,
         owner_alive=owner_alive(archive, status_doc),
         sinks=sinks,
+        status_problem=problem,
     )
+    if problem:
+        info.status_doc = {}  # nothing in it is trusted
     total = info.total_records
     episodes = records.get(EPISODE_KIND, 0)
     for sink in sinks:
@@ -159,6 +183,39 @@ def inspect(archive: RunArchive) -> RunInfo:
         done = acked[sink] + sum(settled[sink].values())
         info.pending[sink] = max(0, base - done)
     return info
+
+
+_STATUS_TYPES: dict[str, tuple[type, ...]] = {
+    "pid": (int, type(None)),
+    "closed": (bool, type(None)),
+    "summary": (dict, type(None)),
+    "error": (str, type(None)),
+    "finished_at": (int, float, type(None)),
+}
+
+
+def read_status(archive: RunArchive, *, joined: bool) -> tuple[dict[str, Any], str | None]:
+    """status.json and, when it cannot be used, why. A folder only a joined process wrote
+    has none (that is not a problem); the owner writes it before any record."""
+    try:
+        doc = json.loads((archive.path / STATUS_FILE).read_bytes())
+    except FileNotFoundError:
+        return {}, None if joined else "status.json is missing"
+    except OSError as exc:
+        return {}, f"status.json cannot be read ({exc.strerror})"
+    except (ValueError, RecursionError):
+        return {}, "status.json is not valid JSON"
+    if not isinstance(doc, dict):
+        return {}, "status.json does not hold a JSON object"
+    status = doc.get("status")
+    allowed = [s.value for s in RunStatus]
+    if status not in allowed:
+        return doc, f"status.json: status {status!r} is not one of {', '.join(allowed)}"
+    for key, types in _STATUS_TYPES.items():
+        value = doc.get(key)
+        if not isinstance(value, types) or (key == "pid" and isinstance(value, bool)):
+            return doc, f"status.json: {key} has the wrong type ({type(value).__name__})"
+    return doc, None
 
 
 def owner_alive(archive: RunArchive, status_doc: dict[str, Any]) -> bool:
@@ -229,14 +286,32 @@ def _boot_time() -> float | None:
     return None
 
 
+class RunNotFound(LookupError):
+    """``RUN`` names no single run; the message says what was found instead."""
+
+
 def find_run(root: Path, ref: str) -> RunArchive | None:
-    """A run by folder path, by id under ``root``, by platform id, or by a unique id prefix."""
+    """Like :func:`lookup_run`, but ``None`` when ``ref`` names no single run."""
+    try:
+        return lookup_run(root, ref)
+    except RunNotFound:
+        return None
+
+
+def lookup_run(root: Path, ref: str) -> RunArchive:
+    """A run by folder path, by id under ``root``, by platform id, or by a unique id prefix.
+    Raises ``RunNotFound`` with a message for the user (an ambiguous prefix lists its
+    matches; a folder that is not a run says so)."""
     path = Path(ref)
-    if (path / "run.json").is_file():
+    if (path / RUN_FILE).is_file():
         return RunArchive(path)
     direct = Path(root) / ref
-    if (direct / "run.json").is_file():
+    if ref and (direct / RUN_FILE).is_file():
         return RunArchive(direct)
+    if path.is_dir():
+        raise RunNotFound(f"{ref} is a folder but not a run folder (it has no {RUN_FILE})")
+    if os.sep in ref or (os.altsep and os.altsep in ref) or not ref:
+        raise RunNotFound(f"no run folder at {ref}")
     runs = list_runs(root)
     for archive in runs:
         for doc in (archive.sync_state(), archive.description()):
@@ -244,7 +319,19 @@ def find_run(root: Path, ref: str) -> RunArchive | None:
             if isinstance(platform, dict) and platform.get("id") == ref:
                 return archive
     prefixed = [a for a in runs if a.run_id.startswith(ref)]
-    return prefixed[0] if len(prefixed) == 1 else None
+    if len(prefixed) == 1:
+        return prefixed[0]
+    if prefixed:
+        shown = "\n  ".join(a.run_id for a in prefixed[:20])
+        more = f"\n  ... and {len(prefixed) - 20} more" if len(prefixed) > 20 else ""
+        raise RunNotFound(
+            f"{ref!r} matches {len(prefixed)} runs under {root}; give more of the id:"
+            f"\n  {shown}{more}"
+        )
+    raise RunNotFound(
+        f"no run {ref!r} under {root} (RUN is a run folder path, a run id or a unique prefix "
+        "of one, or the platform id of a synced run; `prime-runs ls` lists the runs)"
+    )
 
 
 def format_time(value: object) -> str:

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import json
 import statistics
 from collections.abc import Iterable, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
+from ._lines import NOT_JSON, parse_record
 from ._records import reward, summary_trace_index
 from ._runconfig import CONFIG_SOURCE_KEY
 from ._runinfo import SINK_LABELS, RunInfo, format_time
@@ -40,24 +40,35 @@ def render_ls(infos: Sequence[RunInfo]) -> str:
     return "\n".join(lines)
 
 
-def episode_rewards(info: RunInfo) -> list[float]:
+class Rewards(NamedTuple):
+    """Per readable record its summary reward; per reason, the lines that are not records."""
+
+    values: list[float]
+    unreadable: dict[str, int]
+
+
+def episode_rewards(info: RunInfo) -> Rewards:
     """Per record: the summary trace's reward for an episode (first trainable trace, else the
-    first), the trace's own for a bare trace. Unreadable records are left out."""
+    first), the trace's own for a bare trace. Lines that are not records are counted by
+    reason; records whose reward cannot be computed are left out."""
     values: list[float] = []
+    unreadable: dict[str, int] = {}
     for _key, _kind, data in info.archive.iter_records():
+        record, problem = parse_record(data)
+        if record is None:
+            unreadable[problem or NOT_JSON] = unreadable.get(problem or NOT_JSON, 0) + 1
+            continue
         try:
-            record = json.loads(data)
             traces = record.get("traces")
             trace = traces[summary_trace_index(traces)] if traces else record
-            value = reward(trace)
-        except (ValueError, AttributeError, TypeError, KeyError, IndexError):
+            value = float(reward(trace))
+        except (ArithmeticError, ValueError, AttributeError, TypeError, KeyError, IndexError):
             continue
-        if isinstance(value, (int, float)) and not isinstance(value, bool):
-            values.append(float(value))
-    return values
+        values.append(value)
+    return Rewards(values, unreadable)
 
 
-def render_show(info: RunInfo, rewards: Sequence[float]) -> str:
+def render_show(info: RunInfo, rewards: Rewards) -> str:
     d = info.description
     status = info.status_doc
     platform = info.platform
@@ -89,6 +100,14 @@ def render_show(info: RunInfo, rewards: Sequence[float]) -> str:
     if status.get("finished_at"):
         add("finished", format_time(status["finished_at"]))
     add("records", _records_line(info))
+    if rewards.unreadable:
+        add(
+            "unreadable",
+            "; ".join(
+                f"{n} line{'s' if n > 1 else ''}: {why}" for why, n in rewards.unreadable.items()
+            )
+            + " (`prime-runs sync` rejects and counts them)",
+        )
     for sink in info.sinks:
         settled = info.settled.get(sink, {})
         extra = "".join(f", {n} {how}" for how, n in settled.items() if n)
@@ -102,12 +121,19 @@ def render_show(info: RunInfo, rewards: Sequence[float]) -> str:
     summary = status.get("summary")
     if isinstance(summary, dict) and summary:
         add("summary", _summary_line(summary))
-    lines.extend(reward_lines(rewards))
+    lines.extend(reward_lines(rewards.values))
     return "\n".join(lines)
 
 
 def _status_line(info: RunInfo) -> str:
     label = info.status_label
+    if info.status_problem:
+        then = (
+            "its process may still be running, so sync leaves it alone"
+            if info.running
+            else "`prime-runs sync` uploads it and closes it as crashed"
+        )
+        return f"invalid ({info.status_problem}; {then})"
     if label == "running":
         return f"running (pid {info.status_doc.get('pid')})"
     if label == "crashed?":

@@ -9,38 +9,45 @@ Per run, under an exclusive lock on the run folder:
 2. Every record a sink has not acknowledged is uploaded, re-stamped with the platform id
    (offline runs), in fixed chunks so a rerun after a kill resends byte-identical traces
    batches (Prime Traces replays the receipt). Each chunk is acknowledged in the archive as
-   it lands. Sample appends are not idempotent, so when rows may have landed without an
-   ack (an online run, or an earlier interrupted sync) the evaluation's sample ids are read
-   back first and those records are acknowledged instead of resent.
+   it lands. When records may have landed without an ack (an online run whose producer
+   died or counted an ambiguous failure as a loss, or an earlier interrupted sync), what the
+   platform already holds is read back first and acknowledged instead of resent: the
+   evaluation's sample ids, and each pending record by id on Prime Traces
+   (``_sync_readback``). A line that is not a record is rejected and counted.
 3. A run nobody closed is closed with its recorded status and summary (completed ->
    finalize, otherwise close-out; a dead owner that never finished -> crashed), unless an
    upload failed: the platform computes statistics at close, so it waits for the rest.
 
-A run whose owner process is alive and still running is never touched.
+A run whose owner process is alive and still running is never touched. A run whose
+status.json cannot be used (missing, not JSON, wrong types, unknown status) is treated as
+dead and unfinished: uploaded, then closed as crashed with the reason, and reported as a
+failure so the damage is seen.
 """
 
 from __future__ import annotations
 
-import json
+import logging
 import os
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from ._archive import REJECTED, SKIPPED, RecordKey, RunArchive, open_in_run, settled_name
+from ._archive import REJECTED, SKIPPED, RecordKey, RunArchive, settled_name
 from ._encode import encode, kind_of, traces_problem
 from ._json import sanitize_nonfinite
+from ._lines import parse_record
 from ._progress import Progress
 from ._records import example_idx, summary_trace_index
 from ._runinfo import EPISODE_KIND, SAMPLES, SINK_LABELS, TRACES, RunInfo, inspect
+from ._sync_readback import Candidate, Unreadable, held_by_traces
 from ._sync_register import register
 from .errors import PrimeRunsError, SyncError, describe
 from .exporters._base import Item, Outcome
 from .exporters.samples import SamplesSink
 from .exporters.traces import TracesSink
-from .metrics import from_encoded
+from .metrics import SummaryAccumulator
 from .platform import evaluations
 from .platform._http import PlatformClient
 from .platform.lifecycle import OnlineLifecycle, Registration
@@ -53,6 +60,8 @@ CHUNK_TIMEOUT = 300.0
 CLOSE_TIMEOUT = 120.0
 SAMPLES_PAGE = 100
 LOCK_FILE = ".sync.lock"
+
+logger = logging.getLogger("prime_runs")
 
 
 @dataclass
@@ -68,9 +77,15 @@ class SyncReport:
 
 
 def sync_run(
-    info: RunInfo, settings: Settings, progress: Progress, *, claimed: set[str]
+    info: RunInfo,
+    settings: Settings,
+    progress: Progress,
+    *,
+    claimed: set[str],
+    environments: Sequence[str] = (),
 ) -> SyncReport:
     """Sync one run. ``claimed``: platform ids other local runs hold (never adopted).
+    ``environments``: names to register the run under if its run.json has none.
     Never raises for the run's own failures (they are the report's message)."""
     run_id = info.run_id
     if info.running:
@@ -87,7 +102,8 @@ def sync_run(
                 return SyncReport(run_id, False, "still running; not touched", skipped=True)
             client = PlatformClient(settings)
             try:
-                return _Syncer(info, settings, client, progress, claimed).run()
+                syncer = _Syncer(info, settings, client, progress, claimed)
+                return syncer.run(environments)
             finally:
                 client.close()
                 info.archive.close()
@@ -105,7 +121,7 @@ def _locked(archive: RunArchive) -> Iterator[bool]:
     except ImportError:  # no advisory locks here: rely on the user not racing two syncs
         yield True
         return
-    fd = open_in_run(archive.path, LOCK_FILE, os.O_RDWR | os.O_CREAT)  # never via a link
+    fd = os.open(archive.path / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
     try:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -137,11 +153,11 @@ class _Syncer:
         self.rejected: dict[str, list[str]] = {}
         self.notes: list[str] = []
         self.eval_id = ""
-        self._samples_marked = False
+        self._marked: set[str] = set()
 
     # -- the whole run ------------------------------------------------------------------
 
-    def run(self) -> SyncReport:
+    def run(self, environments: Sequence[str] = ()) -> SyncReport:
         info = self.info
         if info.joined and info.mode != "online":
             raise SyncError(
@@ -152,6 +168,7 @@ class _Syncer:
         if not platform:
             if not (any(info.pending.values()) or info.needs_close):
                 return SyncReport(info.run_id, True, "nothing to sync")
+            self._ensure_environments(environments)
             platform = register(self.archive, self.settings, self.client, claimed=self.claimed)
             self.desc = self.archive.description()
         eval_id = self.eval_id = platform["id"]
@@ -159,6 +176,8 @@ class _Syncer:
         closed_how = None
         if info.needs_close and not failures:
             closed_how = self._close(eval_id, platform)
+        if info.status_problem:
+            failures.append(f"{info.status_problem}, so how the run ended is unknown")
         for sink, reasons in self.rejected.items():
             failures.append(f"{len(reasons)} {SINK_LABELS[sink]} rejected ({reasons[0]})")
         report = SyncReport(
@@ -183,6 +202,24 @@ class _Syncer:
         where = f" {url}" if isinstance(url, str) and url else ""
         return f"{eval_id}: " + "; ".join(parts) + where
 
+    def _ensure_environments(self, names: Sequence[str]) -> None:
+        """The platform registers an eval only under an environment (checked before any
+        request): take the ones given to sync, else say exactly how to supply one."""
+        desc = self.desc
+        current = desc.get("environment_refs") or desc.get("environments")
+        if (isinstance(current, list) and current) or (current and not names):
+            return  # named already (a value of the wrong type is reported by register)
+        if not names:
+            raise SyncError(
+                "the run names no environment, and the platform registers an evaluation only "
+                "under one: run `prime-runs sync --environment NAME "
+                f"{self.info.run_id}` (NAME as you would pass to init(environments=[...])), "
+                f'or add "environments": ["NAME"] to {self.archive.path / "run.json"}'
+            )
+        desc = dict(desc, environments=list(names), environment_refs=[])
+        self.archive.write_description(desc)  # a rerun registers under the same names
+        self.desc = desc
+
     def _config(self) -> dict[str, Any]:
         config = self.desc.get("config")
         return dict(config) if isinstance(config, dict) else {}
@@ -204,6 +241,8 @@ class _Syncer:
         total = sum(info.pending[sink] for sink in active)
         what = ", ".join(f"{info.pending[s]} {SINK_LABELS[s]}" for s in active)
         self.progress.start(info.run_id, total, what)
+        if TRACES in active:
+            done[TRACES] |= self._landed_traces(eval_id, done[TRACES])
         sinks: dict[str, Any] = {}
         if TRACES in active:
             sinks[TRACES] = TracesSink(
@@ -243,13 +282,14 @@ class _Syncer:
             wanted = [s for s in sinks if key not in done[s]]
             if not wanted:
                 continue
-            try:
-                record = json.loads(data)
-                kind = kind_of(record)
-            except (ValueError, AttributeError, TypeError):
+            record, problem = parse_record(data)
+            if record is None:
                 for sink in wanted:
-                    self._settle(sink, REJECTED, [key], "not a JSON record")
+                    self._settle(
+                        sink, REJECTED, [key], f"line at {key.segment}:{key.offset}: {problem}"
+                    )
                 continue
+            kind = kind_of(record)
             record_id = record.get("id") if isinstance(record.get("id"), str) else None
             sample_id = record.get("sample_id", record_id)
             if restamp:
@@ -276,8 +316,8 @@ class _Syncer:
     ) -> None:
         if sink not in sinks:
             return  # stopped earlier in this sync
-        if sink == SAMPLES and self.info.mode != "online":
-            self._mark_samples_started()
+        if self.info.mode != "online":
+            self._mark_started(sink)
         outcome: Outcome = sinks[sink].export(items, time.monotonic() + CHUNK_TIMEOUT)
         self._ack(sink, outcome.acked)
         for item, reason in outcome.rejected:
@@ -311,15 +351,43 @@ class _Syncer:
                 context[key] = str(self.desc[key])
         return context
 
-    def _mark_samples_started(self) -> None:
-        # From here on rows may land without an ack (a kill mid-request): a rerun reads back.
-        if self._samples_marked:
+    def _mark_started(self, sink: str) -> None:
+        # From here on records may land without an ack (a kill mid-request): a rerun reads
+        # back what the platform holds before resending.
+        if sink in self._marked:
             return
+        name = "samples_started" if sink == SAMPLES else "traces_started"
         sync = self.archive.sync_state()
-        if sync.get("samples_started") != self.eval_id:
-            sync["samples_started"] = self.eval_id
+        if sync.get(name) != self.eval_id:
+            sync[name] = self.eval_id
             self.archive.write_sync_state(sync)
-        self._samples_marked = True
+        self._marked.add(sink)
+
+    def _landed_traces(self, eval_id: str, done: set[RecordKey]) -> set[RecordKey]:
+        """Pending records Prime Traces already holds (stored without an ack), now acked."""
+        started = self.archive.sync_state().get("traces_started")
+        if self.info.mode != "online" and started != eval_id:
+            return set()  # nothing of this run was ever sent: nothing to look up
+        candidates = []
+        for key, _kind, data in self.archive.iter_records():
+            if key in done:
+                continue
+            record, _problem = parse_record(data)
+            if record is not None and isinstance(record.get("id"), str) and record["id"]:
+                candidates.append(Candidate(key, kind_of(record), record["id"]))
+        logger.info("prime-runs: checking which of %d traces records landed", len(candidates))
+        try:
+            held = held_by_traces(self.settings, eval_id, candidates)
+        except Unreadable as exc:
+            self.notes.append(
+                f"could not check which traces already landed ({exc}): all resent, so some "
+                "may be stored twice"
+            )
+            return set()
+        self.archive.ack(TRACES, sorted(held))
+        self.uploaded[TRACES] = self.uploaded.get(TRACES, 0) + len(held)
+        self.progress.advance(len(held))
+        return held
 
     def _landed_samples(self, eval_id: str) -> set[str]:
         """Sample ids the evaluation holds, when some may have landed without an ack."""
@@ -356,16 +424,17 @@ class _Syncer:
         for key, kind, data in self.archive.iter_records():
             if kind != EPISODE_KIND:
                 continue
-            try:
-                record = json.loads(data)
-                if key not in stored and str(record.get("id")) not in landed:
-                    continue
-                traces = record.get("traces")
-            except (ValueError, AttributeError):
+            record, _problem = parse_record(data)
+            if record is None or (key not in stored and str(record.get("id")) not in landed):
                 continue
-            if traces:
+            traces = record.get("traces")
+            if not traces:
+                continue
+            try:
                 idx = example_idx(traces[summary_trace_index(traces)])
                 counters[idx] = counters.get(idx, 0) + 1
+            except (AttributeError, TypeError, KeyError, IndexError):
+                continue  # a malformed episode has no example to number
         return counters
 
     # -- closing ------------------------------------------------------------------------
@@ -374,7 +443,10 @@ class _Syncer:
         doc = dict(self.info.status_doc)
         status = RunStatus.coerce(doc.get("status") or RunStatus.CRASHED.value)
         reason = doc.get("error") if isinstance(doc.get("error"), str) else None
-        if status is RunStatus.RUNNING:  # the owner died without finishing
+        if self.info.status_problem:  # how it ended is unknown; its process is gone
+            status = RunStatus.CRASHED
+            reason = f"{self.info.status_problem}; closed by prime-runs sync as crashed"
+        elif status is RunStatus.RUNNING:  # the owner died without finishing
             status = RunStatus.CRASHED
             reason = f"the process (pid {doc.get('pid')}) exited without finishing the run"
         summary = doc.get("summary") if isinstance(doc.get("summary"), dict) else None
@@ -417,7 +489,21 @@ class _Syncer:
         return "finalized" if status is RunStatus.COMPLETED else f"closed as {status.value}"
 
     def _summary_from_records(self) -> dict[str, Any]:
-        return dict(from_encoded(data for _key, _kind, data in self.archive.iter_records()))
+        """The summary over the records that can be read; a bad one is left out (it was
+        rejected and reported by the upload), never fatal."""
+        summary = SummaryAccumulator()
+        for _key, _kind, data in self.archive.iter_records():
+            record, _problem = parse_record(data)
+            if record is None:
+                continue
+            try:
+                summary.add(record)
+            except (ArithmeticError, ValueError, TypeError, AttributeError, KeyError):
+                continue  # malformed inside (rewards not a mapping, ...): not summarized
+        try:
+            return dict(summary.result())
+        except ArithmeticError:  # a sum that overflowed: no summary rather than none at all
+            return {}
 
     def _episodes_written(self) -> int:
         stored = self.archive.acknowledged().get(TRACES, set())

@@ -36,6 +36,11 @@ def register(
     sync["intent"] = {"at": datetime.now(timezone.utc).isoformat()}
     archive.write_sync_state(sync)  # before the create: a rerun looks for what it made
     environments = description.get("environment_refs") or description.get("environments") or []
+    if not isinstance(environments, list):
+        raise SyncError(
+            f"run.json: environments must be a list of names, not {environments!r}; fix it or "
+            "pass `prime-runs sync --environment NAME RUN`"
+        )
     tags = description.get("tags")
     try:
         registration = OnlineLifecycle(settings, client=client).register(

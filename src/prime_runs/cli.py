@@ -3,31 +3,36 @@ run archive (``--dir`` > ``PRIME_RUNS_DIR`` > ``./prime-runs``).
 
 Exit status: 0 when the command did everything it was asked; 1 when a run could not be
 (fully) synced or was skipped although named; 2 for usage errors, an unknown run, or a
-missing API key.
+missing API key. Output cut short by its reader (``prime-runs ls | head``) is not an error.
 """
 
 from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
-from ._archive import list_runs
+from ._archive import RunArchive, list_runs
 from ._open import archive_root
 from ._progress import Progress
 from ._report import add_parser as add_report_parser
 from ._report import run_command as run_report
-from ._runinfo import RunInfo, find_run, inspect
+from ._runinfo import RunInfo, RunNotFound, inspect, lookup_run
 from ._show import episode_rewards, render_ls, render_show
-from ._sync import sync_run
+from ._sync import SyncReport, sync_run
 from ._version import __version__
 from .errors import ConfigurationError
 from .settings import API_KEY_ENV, DIR_ENV, Settings
 
 OK, FAILED, USAGE = 0, 1, 2
+RUN_HELP = (
+    "a run folder path, a run id under the root or a unique prefix of one, or the platform "
+    "id of a synced run"
+)
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -41,7 +46,7 @@ def _parser() -> argparse.ArgumentParser:
     ls = commands.add_parser("ls", help="list local runs")
     ls.add_argument("--dir", help=dir_help)
     show = commands.add_parser("show", help="describe one run")
-    show.add_argument("run", metavar="RUN", help="a run folder, or a run id under the root")
+    show.add_argument("run", metavar="RUN", help=RUN_HELP)
     show.add_argument("--dir", help=dir_help)
     sync = commands.add_parser(
         "sync", help="upload what runs still owe the platform and close them"
@@ -50,9 +55,16 @@ def _parser() -> argparse.ArgumentParser:
         "runs",
         metavar="RUN",
         nargs="*",
-        help="run folders or ids (default: every run under the root with anything pending)",
+        help=f"{RUN_HELP} (default: every run under the root with anything pending)",
     )
     sync.add_argument("--dir", help=dir_help)
+    sync.add_argument(
+        "--environment",
+        metavar="NAME",
+        action="append",
+        help="register the named RUNs that have no environment under NAME (repeatable); "
+        "stored in their run.json",
+    )
     sync.add_argument("-v", "--verbose", action="store_true", help="log each request step")
     add_report_parser(commands, dir_help)
     return parser
@@ -67,20 +79,42 @@ def main(argv: Sequence[str] | None = None) -> int:
         return USAGE
     root = archive_root(args.dir)
     try:
-        if args.command == "ls":
-            return _ls(root)
-        if args.command == "show":
-            return _show(root, args.run)
-        if args.command == "report":
-            return run_report(root, args)
-        return _sync(root, args.runs, verbose=args.verbose)
+        status = _command(parser, args, root)
+        sys.stdout.flush()  # here, where a reader that went away can still be handled
+        return status
     except KeyboardInterrupt:
         print("prime-runs: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:
+        # The reader stopped early (``| head``): what it read is all it wanted. Point stdout
+        # at /dev/null so the interpreter's final flush cannot fail again.
+        _quiet_stdout()
+        return OK
+
+
+def _command(parser: argparse.ArgumentParser, args: argparse.Namespace, root: Path) -> int:
+    if args.command == "ls":
+        return _ls(root)
+    if args.command == "show":
+        return _show(root, args.run)
+    if args.command == "report":
+        return run_report(root, args)
+    if args.environment and not args.runs:
+        parser.error("--environment needs the RUNs it is for")
+    return _sync(root, args.runs, verbose=args.verbose, environments=args.environment)
+
+
+def _quiet_stdout() -> None:
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError):
+        pass
 
 
 def _ls(root: Path) -> int:
-    runs = [inspect(archive) for archive in list_runs(root)]
+    runs = _inspect_all(list_runs(root))
     if not runs:
         print(
             f"No runs under {root}. Runs appear here once prime_runs.init() records one "
@@ -92,21 +126,24 @@ def _ls(root: Path) -> int:
 
 
 def _show(root: Path, ref: str) -> int:
-    archive = find_run(root, ref)
-    if archive is None:
-        print(f"prime-runs: no run {ref!r} under {root}", file=sys.stderr)
+    try:
+        archive = lookup_run(root, ref)
+    except RunNotFound as exc:
+        print(f"prime-runs: {exc}", file=sys.stderr)
         return USAGE
     info = inspect(archive)
     print(render_show(info, episode_rewards(info)))
     return OK
 
 
-def _sync(root: Path, refs: Sequence[str], *, verbose: bool) -> int:
+def _sync(
+    root: Path, refs: Sequence[str], *, verbose: bool, environments: Sequence[str] | None
+) -> int:
     with _logging(verbose):
-        return _sync_runs(root, refs)
+        return _sync_runs(root, refs, list(environments or []))
 
 
-def _sync_runs(root: Path, refs: Sequence[str]) -> int:
+def _sync_runs(root: Path, refs: Sequence[str], environments: list[str]) -> int:
     try:
         # Any mode will do: sync only needs the key and the URLs.
         settings = Settings.resolve(mode="offline")
@@ -120,38 +157,72 @@ def _sync_runs(root: Path, refs: Sequence[str]) -> int:
         )
         return USAGE
     explicit = bool(refs)
-    targets: list[RunInfo] = []
+    targets: list[RunArchive] = []
     for ref in refs:
-        archive = find_run(root, ref)
-        if archive is None:
-            print(f"prime-runs: no run {ref!r} under {root}", file=sys.stderr)
+        try:
+            targets.append(lookup_run(root, ref))
+        except RunNotFound as exc:
+            print(f"prime-runs: {exc}", file=sys.stderr)
             return USAGE
-        targets.append(inspect(archive))
-    everything = [inspect(archive) for archive in list_runs(root)]
+    everything = _inspect_all(list_runs(root))
     if not explicit:
-        targets = [info for info in everything if info.needs_sync or info.running]
+        targets = [info.archive for info in everything if info.needs_sync or info.running]
         if not targets:
             print(f"Nothing to sync under {root}.")
             return OK
     progress = Progress(sys.stderr, interactive=_isatty(sys.stderr))
     status = OK
-    for info in targets:
+    for archive in targets:
         claimed = {
             str(other.platform["id"])
             for other in everything
-            if other.run_id != info.run_id and other.platform.get("id")
+            if other.run_id != archive.run_id and other.platform.get("id")
         }
-        report = sync_run(info, settings, progress, claimed=claimed)
+        report = _sync_one(archive, settings, progress, claimed, environments)
         if report.skipped:
-            print(f"{report.run_id}: skipped: {report.message}")
+            _say(f"{report.run_id}: skipped: {report.message}")
             if explicit:
                 status = FAILED
         elif report.ok:
-            print(f"{report.run_id}: ok: {report.message}")
+            _say(f"{report.run_id}: ok: {report.message}")
         else:
-            print(f"{report.run_id}: FAILED: {report.message}")
+            _say(f"{report.run_id}: FAILED: {report.message}")
             status = FAILED
     return status
+
+
+def _say(line: str) -> None:
+    """Print a result line; a reader that went away must not stop the uploads."""
+    try:
+        print(line, flush=True)
+    except BrokenPipeError:
+        _quiet_stdout()
+
+
+def _inspect_all(archives: Sequence[RunArchive]) -> list[RunInfo]:
+    infos = []
+    for archive in archives:
+        try:
+            infos.append(inspect(archive))
+        except OSError as exc:
+            print(f"prime-runs: cannot read {archive.path}: {exc}", file=sys.stderr)
+    return infos
+
+
+def _sync_one(
+    archive: RunArchive,
+    settings: Settings,
+    progress: Progress,
+    claimed: set[str],
+    environments: list[str],
+) -> SyncReport:
+    """Sync one run; whatever goes wrong with it is its report, so the next run still syncs."""
+    try:
+        info = inspect(archive)
+        return sync_run(info, settings, progress, claimed=claimed, environments=environments)
+    except Exception as exc:  # one broken run must not stop a sync of many
+        logging.getLogger("prime_runs").debug("sync of %s failed", archive.path, exc_info=True)
+        return SyncReport(archive.run_id, False, f"unexpected error: {type(exc).__name__}: {exc}")
 
 
 def _isatty(stream: object) -> bool:

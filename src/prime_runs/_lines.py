@@ -1,0 +1,64 @@
+"""Reading a record line of a run's archive back: a line is either a record (a JSON object
+whose numbers all fit a float) or the reason it is not one.
+
+The archive's readers (``prime-runs show`` and ``sync``) go through :func:`parse_record`, so a
+line written by hand or by an older version (``[1,2]``, ``"x"``, an integer with 401 digits)
+is rejected and counted, never a crash.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+# A float overflows above ~1.8e308, so only an integer of 309 digits or more can fail to
+# convert. Most lines have none: the C scanner checks that before any Python hook runs.
+_LONG_DIGITS = re.compile(rb"\d{309}")
+
+NOT_JSON = "not valid JSON"
+BIG_NUMBER = "a number in it does not fit a 64-bit float (such as 10**400)"
+
+
+class _TooLarge(ValueError):
+    pass
+
+
+def _checked_int(text: str) -> int:
+    try:
+        value = int(text)  # past Python's digit limit (4,300) this is a ValueError
+        if len(text) >= 309:
+            float(value)
+    except (OverflowError, ValueError):
+        raise _TooLarge(text[:20]) from None
+    return value
+
+
+def parse_record(data: bytes) -> tuple[dict[str, Any] | None, str | None]:
+    """``(record, None)`` for a usable record line, else ``(None, why it is not one)``."""
+    try:
+        if _LONG_DIGITS.search(data):
+            value = json.loads(data, parse_int=_checked_int)
+        else:
+            value = json.loads(data)
+    except _TooLarge:
+        return None, BIG_NUMBER
+    except RecursionError:
+        return None, "nested too deeply to read"
+    except ValueError:  # also bad UTF-8, and integers past Python's digit limit
+        return None, NOT_JSON
+    if not isinstance(value, dict):
+        return None, f"a JSON {_json_type(value)}, not a record (a JSON object)"
+    return value, None
+
+
+def _json_type(value: object) -> str:
+    if isinstance(value, list):
+        return "array"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, bool):
+        return "boolean"
+    if value is None:
+        return "null"
+    return "number"
