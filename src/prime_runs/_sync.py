@@ -34,7 +34,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from ._archive import REJECTED, SKIPPED, RecordKey, RunArchive, settled_name
+from ._archive import REJECTED, SKIPPED, RecordKey, RunArchive, open_in_run, settled_name
 from ._encode import encode, kind_of, traces_problem
 from ._json import sanitize_nonfinite
 from ._lines import parse_record
@@ -121,7 +121,7 @@ def _locked(archive: RunArchive) -> Iterator[bool]:
     except ImportError:  # no advisory locks here: rely on the user not racing two syncs
         yield True
         return
-    fd = os.open(archive.path / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
+    fd = open_in_run(archive.path, LOCK_FILE, os.O_RDWR | os.O_CREAT)  # never via a link
     try:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
