@@ -39,6 +39,7 @@ REPO = Path(__file__).resolve().parents[1]
 ARTIFACTS = REPO / ".artifacts"
 TOP_OF_PAGE = {"x": 0, "y": 0, "width": 1280, "height": 1240}
 HOSTILE_ID = "hostile-episode"
+LONG_LINES = 300
 SCRIPT_TEXT = "<script>alert(1)</script>"
 IMG_TEXT = "<img src=x onerror=\"window.__pwned=1;alert('img')\">"
 
@@ -113,6 +114,7 @@ def _hostile_episode() -> dict:
     nodes[1]["message"]["content"] = IMG_TEXT
     nodes[-1]["message"]["content"] = SCRIPT_TEXT
     episode["errors"] = [{"type": "<i>Err</i>", "message": "</script><script>alert(4)</script>"}]
+    nodes[0]["message"]["content"] = "".join(f"rule {i}: be brief\n" for i in range(LONG_LINES))
     return episode
 
 
@@ -289,4 +291,33 @@ def test_screenshot_of_the_demo_runs_report(tmp_path, open_page):
     assert target.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and target.stat().st_size > 20_000
     # The top of the page, as docs/img/report.png shows it.
     page.screenshot(path=str(ARTIFACTS / "report-demo-top.png"), full_page=True, clip=TOP_OF_PAGE)
+    opened.assert_quiet()
+
+
+def test_long_content_is_folded_until_asked(report, open_page):
+    opened = open_page(report)
+    page = opened.page
+    page.fill("#browser input[type=search]", HOSTILE_ID)
+    page.click("#browser .episode-item")
+    system = page.locator("#episode-detail .message-system").first
+    folded = system.locator("pre.content").inner_text()
+    assert folded.startswith("rule 0: be brief") and "rule 299" not in folded
+    button = system.locator("button.unfold")
+    assert "Show all" in button.inner_text()
+    button.click()
+    assert system.locator("pre.content").inner_text().count("be brief") == LONG_LINES
+    assert button.inner_text() == "Fold"
+    opened.assert_quiet()
+
+
+def test_tables_lead_into_the_episode_browser(report, open_page, episodes):
+    opened = open_page(report)
+    page = opened.page
+    page.click("#examples td >> text=notes-tool")
+    assert page.input_value("#browser input[type=search]") == "prfix:prfix-0004"
+    names = page.locator("#browser .episode-name").all_inner_texts()
+    assert names and set(names) == {"notes-tool"}
+    page.click("#errors button.link >> nth=0")
+    detail = page.inner_text("#episode-detail")
+    assert "ProviderError" in detail and "failed" in detail
     opened.assert_quiet()
