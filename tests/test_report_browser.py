@@ -172,6 +172,9 @@ def test_the_example_table_sorts_and_filters(report, open_page):
     page.click("#examples th >> text=Mean reward")
     assert [float(v) for v in _column(page, mean)] == sorted(values, reverse=True)
     assert page.get_attribute("#examples th >> text=Mean reward", "aria-sort") == "descending"
+    page.focus("#examples th >> text=Rollouts")
+    page.keyboard.press("Enter")  # headers sort from the keyboard too
+    assert page.get_attribute("#examples th >> text=Rollouts", "aria-sort") == "ascending"
 
     everything = len(_column(page, 1))
     page.fill("#examples input[type=search]", "greet")

@@ -30,7 +30,14 @@ function sortableTable(columns, options) {
   const headers = columns.map((column) => {
     const th = h(
       "th",
-      {scope: "col", class: column.numeric ? "num sortable" : "sortable", title: column.title || "Sort by " + column.label, onclick: () => sortBy(column.key)},
+      {
+        scope: "col",
+        class: column.numeric ? "num sortable" : "sortable",
+        title: column.title || "Sort by " + column.label,
+        tabindex: 0,
+        onclick: () => sortBy(column.key),
+        onkeydown: (event) => { if (event.key === "Enter" || event.key === " ") { event.preventDefault(); sortBy(column.key); } },
+      },
       column.label
     );
     head.appendChild(th);
