@@ -26,9 +26,9 @@ online-demo: $(STAMP)
 
 browser:
 	@[ -x $(CHROMIUM) ] || { echo "installing chromium (Debian package) for the browser tests"; \
-	  $(SUDO) apt-get update -qq >/dev/null && \
-	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends \
-	    chromium >/dev/null; } || echo "could not install chromium: the browser tests will skip"
+	  $(SUDO) apt-get update -qq >/dev/null 2>&1 && \
+	  $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+	    chromium >/dev/null 2>&1; } || echo "could not install chromium: the browser tests will skip"
 
 test: $(STAMP) browser
 	$(BIN)/ruff check src tests examples bench e2e
