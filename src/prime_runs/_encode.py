@@ -128,3 +128,9 @@ def traces_problem(kind: str, record: Mapping[str, Any]) -> str | None:
     if isinstance(start, bool) or not isinstance(start, (int, float)):
         return "invalid_trace: a trace needs a numeric `timing.start`"
     return None
+
+
+def record_id(record: Any) -> str | None:
+    """The record's ``id`` when it is a string (for messages and keys), else None."""
+    value = record.get("id") if isinstance(record, Mapping) else None
+    return value if isinstance(value, str) else None

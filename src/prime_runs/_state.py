@@ -6,22 +6,22 @@ drive a run through this object, so the three entry points behave the same.
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import threading
 import time
-from array import array
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
-from . import _finishing
+from . import _finishing, _refused
+from ._accounting import Counters
 from ._archive import REJECTED, SKIPPED, RunArchive, settled_name
-from ._encode import Encoded, traces_problem
+from ._encode import Encoded, record_id
 from ._finishing import DEFAULT_FINISH_TIMEOUT
 from ._json import sanitize_nonfinite
-from .errors import JournalError, PrimeRunsError, RecordError, RunFinishedError, describe
+from ._loggate import LogGate
+from .errors import JournalError, PrimeRunsError, RecordError, describe
 from .exporters._base import Item, Outcome
 from .metrics import SummaryAccumulator
 from .status import RunStatus
@@ -32,23 +32,6 @@ logger = logging.getLogger("prime_runs")
 MAPPING_QUEUE_BYTES = 4 * 1024 * 1024
 WARN = "warn"
 RAISE = "raise"
-
-
-@dataclass
-class Counters:
-    """Loss and delivery accounting, per sink where it matters. Guarded by the state's lock."""
-
-    logged: int = 0
-    dropped: int = 0  # queue full: reached no sink during the run (still archived)
-    invalid: int = 0  # bad input: never logged at all
-    failed: dict[str, int] = field(default_factory=dict)
-    acked: dict[str, int] = field(default_factory=dict)
-    skipped: dict[str, int] = field(default_factory=dict)
-    traces_episodes_written: int = 0
-    restamped: int = 0  # records that named another run id (their copies carry this one)
-    unjournaled: int = 0  # records the journal could not hold (disk full, size limit, link)
-    late: int = 0  # records refused because they were logged after finish() began
-    errors: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -96,19 +79,12 @@ class RunState:
         self._raised = False
         self._pid = os.getpid()
         self.span: Any = None
-        # Log calls in progress, per thread: finish() waits for them, so every record is
-        # either counted in the final status or refused.
-        self._logging: dict[int, int] = {}
-        self._log_idle = threading.Condition(self._lock)
-        self.sealed = False  # finish() stopped waiting for log calls: refuse every record
+        self.gate = LogGate()  # finish() waits for log calls in flight, then refuses more
         self._status_lock = threading.Lock()
         self._closed = False  # the platform confirmed the close-out
         self._journal_failing = False
         self._late_error: int | None = None  # index in errors of the late-logging entry
-        # (key, kind, sinks whose queue was full, whether no sink took it), oldest first.
-        # Journal offsets a full queue refused, grouped by (segment, kind, sinks that
-        # refused, whether no sink took it): 8 bytes a record, so a long outage stays flat.
-        self._refused: dict[tuple[str, str, tuple[str, ...], bool], array[int]] = {}
+        self._refused = _refused.RefusedRecords()  # what a full queue refused, to resend
         if archive is not None and owner:
             archive.write_status(self._status_doc())
 
@@ -148,13 +124,6 @@ class RunState:
         with self._lock:
             self.counters.invalid += records
 
-    def check_open(self) -> None:
-        if self.finishing:
-            raise RunFinishedError(
-                f"run {self.run_id} has finished; records logged after finish() are not "
-                "recorded. Log every record before calling finish()."
-            )
-
     def ingest(self, encoded: Encoded) -> None:
         """Journal a record, account it in the summary, and hand it to every sink.
 
@@ -183,7 +152,7 @@ class RunState:
         if encoded.owned and all(w.queued_bytes < MAPPING_QUEUE_BYTES for w in self.workers):
             mapping = encoded.record  # bounded: decoded dicts are several times their JSON
         item = Item(
-            encoded.kind, encoded.data, key, encoded.problem, _record_id(encoded.record), mapping
+            encoded.kind, encoded.data, key, encoded.problem, record_id(encoded.record), mapping
         )
         refused = [w for w in self.workers if not w.put(item)]
         with self._lock:
@@ -199,18 +168,12 @@ class RunState:
                 self.counters.dropped += 1
             for worker in refused:
                 if worker.quiet:
-                    self._add(self.counters.skipped, worker.name, 1)
+                    Counters.add(self.counters.skipped, worker.name, 1)
                 elif not (dropped and worker in full):
-                    self._add(self.counters.failed, worker.name, 1)
-            if key is not None:
+                    Counters.add(self.counters.failed, worker.name, 1)
+            if key is not None and full:
                 # A full queue (not a retired sink) is retried from the journal at finish.
-                full = [w.name for w in refused if w.retired is None]
-                if full:
-                    group = (key.segment, item.kind, tuple(full), dropped)
-                    offsets = self._refused.get(group)
-                    if offsets is None:
-                        offsets = self._refused[group] = array("q")
-                    offsets.append(key.offset)
+                self._refused.note(key, item.kind, tuple(w.name for w in full), dropped)
 
     def _journal_failed(self, encoded: Encoded, exc: OSError) -> None:
         with self._lock:
@@ -222,7 +185,7 @@ class RunState:
         where = "it was still sent to the platform" if self.workers else "it is lost"
         reason = exc if isinstance(exc, JournalError) else f"{exc.strerror or exc}"
         error = JournalError(
-            f"the run's journal could not store record {_record_id(encoded.record)!r} "
+            f"the run's journal could not store record {record_id(encoded.record)!r} "
             f"({reason}); {where}. Later failures are counted until the journal "
             "accepts writes again (see the finish report)"
         )
@@ -243,33 +206,15 @@ class RunState:
 
     def begin_log(self) -> bool:
         """Admit a log call; False once ``finish()`` has begun (refuse the call)."""
-        with self._lock:
-            if self.finishing:
-                return False
-            tid = threading.get_ident()
-            self._logging[tid] = self._logging.get(tid, 0) + 1
-            return True
+        return self.gate.enter()
 
     def end_log(self) -> None:
-        with self._lock:
-            tid = threading.get_ident()
-            left = self._logging.pop(tid, 1) - 1
-            if left:
-                self._logging[tid] = left
-            if self.finishing:
-                self._log_idle.notify_all()
+        self.gate.leave()
 
-    def _wait_for_logs(self, deadline: float) -> None:
-        """Let log calls already admitted (on other threads) land before the final counts;
-        past ``deadline`` their remaining records are refused instead."""
-        me = threading.get_ident()
-        with self._lock:
-            while any(tid != me for tid in self._logging):
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    break
-                self._log_idle.wait(left)
-            self.sealed = True
+    @property
+    def sealed(self) -> bool:
+        """``finish()`` stopped waiting for log calls: refuse each further record."""
+        return self.gate.sealed
 
     def refuse_late(self, records: int) -> None:
         """Count records logged after ``finish()`` began; one warning per run."""
@@ -303,10 +248,6 @@ class RunState:
                 self.run_id,
             )
 
-    @staticmethod
-    def _add(counter: dict[str, int], key: str, n: int) -> None:
-        counter[key] = counter.get(key, 0) + n
-
     # -- sink outcomes (worker threads) ---------------------------------------------
 
     def on_outcome(self, worker: Any, outcome: Outcome) -> None:
@@ -327,16 +268,7 @@ class RunState:
                 except OSError as exc:
                     self.report(f"could not record {sink} acknowledgements in the archive: {exc}")
         with self._lock:
-            if outcome.acked:
-                self._add(self.counters.acked, sink, len(outcome.acked))
-                if sink == "traces":
-                    self.counters.traces_episodes_written += sum(
-                        1 for i in outcome.acked if i.kind == "episode"
-                    )
-            if outcome.skipped:
-                self._add(self.counters.skipped, sink, len(outcome.skipped))
-            if outcome.rejected or outcome.unsent:
-                self._add(self.counters.failed, sink, len(outcome.rejected) + len(outcome.unsent))
+            self.counters.count_outcome(sink, outcome)
         for item, reason in outcome.rejected:
             self.report(f"{sink}: record {item.record_id!r} was not stored: {reason}", warn=False)
         if outcome.retire is not None and not outcome.quiet:
@@ -375,14 +307,14 @@ class RunState:
         with self._finish_lock:
             if self.finished or self.finishing:
                 return False
-            with self._lock:
-                self.finishing = True
+            self.finishing = True
+            self.gate.close()
         started = time.monotonic()
         deadline = started + _finishing.budget(timeout, DEFAULT_FINISH_TIMEOUT)
         # Keep part of the budget for the close-out, so a stalled upload cannot leave the
         # run RUNNING on the platform; unsent records stay in the journal for sync.
         send_by = deadline - min(5.0, (deadline - started) / 3)
-        self._wait_for_logs(send_by)
+        self.gate.wait_idle(send_by)
         self.status = status
         self.error = error
         if summary is not None:
@@ -395,7 +327,9 @@ class RunState:
         if down:
             send_by = min(send_by, time.monotonic())
             deadline = min(deadline, time.monotonic() + _finishing.DOWN_CLOSE_BUDGET)
-        self._recover_refused(send_by)
+        if self.archive is not None:
+            refused = self._refused.take()
+            _refused.resend(refused, self.archive, self.workers, self.counters, self._lock, send_by)
         self._close_workers(send_by)
         if down:
             self._report_down()
@@ -416,7 +350,7 @@ class RunState:
             left = worker.close(send_by)
             if left:
                 with self._lock:
-                    self._add(self.counters.failed, worker.name, left)
+                    Counters.add(self.counters.failed, worker.name, left)
                 self.report(
                     f"{worker.name}: {left} records were not sent before the finish "
                     "deadline; they are in the archive for `prime-runs sync`",
@@ -474,38 +408,6 @@ class RunState:
         except OSError as exc:
             self.report(f"could not write the run's status to the archive: {exc}")
 
-    def _recover_refused(self, deadline: float) -> None:
-        """Send what a full queue refused during the run, read back from the journal.
-
-        The producer has stopped, so the queues drain; only the deadline limits this.
-        """
-        with self._lock:
-            refused, self._refused = self._refused, {}
-        if not refused or self.archive is None:
-            return
-        workers = {w.name: w for w in self.workers}
-        for (segment, kind, sinks, dropped), offsets in sorted(refused.items()):
-            for key, data in self.archive.read_many(segment, offsets):
-                if time.monotonic() >= deadline:
-                    break
-                with self._lock:
-                    # Retired sinks' refusals stay counted as failures (as at refusal).
-                    if dropped:
-                        self.counters.dropped -= 1
-                    else:
-                        for name in sinks:
-                            self._add(self.counters.failed, name, -1)
-                item = _recovered_item(kind, data, key)
-                for name in sinks:
-                    if not workers[name].put_wait(item, deadline):
-                        with self._lock:
-                            self._add(self.counters.failed, name, 1)
-        with self._lock:  # a record refused and then recovered is no loss at all
-            for name in [n for n, v in self.counters.failed.items() if v == 0]:
-                del self.counters.failed[name]
-        for worker in self.workers:
-            worker.drain(deadline)
-
     def _computed_summary(self) -> dict[str, Any]:
         """The summary of every record the run logged, read back from the journal (so the
         producer's thread never pays for it, and forked children's records count too),
@@ -545,57 +447,12 @@ class RunState:
             "finished_at": time.time() if self.finished else None,
             "closed": closed,
             "pid": self._pid,
-            "logged": c.logged,
-            "acked": dict(c.acked),
-            "failed": dict(c.failed),
-            "dropped": c.dropped,
-            "invalid": c.invalid,
-            "unjournaled": c.unjournaled,
+            **c.status_fields(),
         }
 
     def _warn_losses(self) -> None:
-        c = self.counters
         where = f" (archive: {self.archive.path})" if self.archive is not None else ""
-        if c.restamped:
-            logger.warning(
-                "prime-runs: %d records named a different run id; their uploaded copies carry "
-                "this run's id %s",
-                c.restamped,
-                self.run_id,
-            )
-        if c.invalid:
-            logger.warning(
-                "prime-runs: %d records were not logged because they were invalid (see run.errors)",
-                c.invalid,
-            )
-        if c.unjournaled:
-            logger.warning(
-                "prime-runs: %d records could not be written to the run's journal%s (see "
-                "run.errors); %s",
-                c.unjournaled,
-                where,
-                "they were sent to the platform but sync cannot resend them"
-                if self.workers
-                else "they are lost",
-            )
-        if c.dropped:
-            logger.warning(
-                "prime-runs: %d of %d records reached no sink because the upload queue was "
-                "full; they are in the archive for `prime-runs sync`%s",
-                c.dropped,
-                c.logged,
-                where,
-            )
-        for sink, n in sorted(c.failed.items()):
-            acked = c.acked.get(sink, 0)
-            logger.warning(
-                "prime-runs: %s stored %d of %d records; %d were not stored%s",
-                sink,
-                acked,
-                c.logged,
-                n,
-                where,
-            )
+        self.counters.warn_losses(run_id=self.run_id, where=where, online=bool(self.workers))
 
     # -- fork --------------------------------------------------------------------
 
@@ -607,27 +464,10 @@ class RunState:
         self.summary_acc = SummaryAccumulator()
         self._first_error = None
         self._raised = False
-        self._refused = {}
-        self._logging = {}
-        self._log_idle = threading.Condition(self._lock)
+        self._refused = _refused.RefusedRecords()
+        self.gate = LogGate()
         self._status_lock = threading.Lock()
         self._late_error = None
         self._journal_failing = False
         for worker in self.workers:
             worker.after_fork()
-
-
-def _recovered_item(kind: str, data: bytes, key: Any) -> Item:
-    """An item re-read from the journal, validated like one handed over at log time."""
-    try:
-        record = json.loads(data)
-    except ValueError:
-        return Item(kind, data, key)
-    if not isinstance(record, dict):
-        return Item(kind, data, key)
-    return Item(kind, data, key, traces_problem(kind, record), _record_id(record))
-
-
-def _record_id(record: Any) -> str | None:
-    value = record.get("id")
-    return value if isinstance(value, str) else None
