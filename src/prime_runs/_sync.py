@@ -36,29 +36,23 @@ from typing import Any
 
 from ._archive import REJECTED, SKIPPED, RecordKey, RunArchive, open_in_run, settled_name
 from ._encode import encode, kind_of, traces_problem
-from ._json import sanitize_nonfinite
 from ._lines import parse_record
 from ._progress import Progress
 from ._records import example_idx, summary_trace_index
 from ._runinfo import EPISODE_KIND, SAMPLES, SINK_LABELS, TRACES, RunInfo, inspect
-from ._sync_readback import Candidate, Unreadable, held_by_traces
+from ._sync_close import close_run
+from ._sync_readback import Candidate, Unreadable, held_by_traces, sample_ids
 from ._sync_register import register
-from .errors import PrimeRunsError, SyncError, describe
+from .errors import PrimeRunsError, SyncError
 from .exporters._base import Item, Outcome
 from .exporters.samples import SamplesSink
 from .exporters.traces import TracesSink
-from .metrics import SummaryAccumulator
-from .platform import evaluations
 from .platform._http import PlatformClient
-from .platform.lifecycle import OnlineLifecycle, Registration
 from .settings import Settings
-from .status import RunStatus
 
 CHUNK_RECORDS = 256
 CHUNK_BYTES = 16 * 1024 * 1024  # under the traces sink's 30 MiB target: one request a chunk
 CHUNK_TIMEOUT = 300.0
-CLOSE_TIMEOUT = 120.0
-SAMPLES_PAGE = 100
 LOCK_FILE = ".sync.lock"
 
 logger = logging.getLogger("prime_runs")
@@ -175,7 +169,9 @@ class _Syncer:
         failures = self._upload(eval_id, restamp=eval_id != info.run_id)
         closed_how = None
         if info.needs_close and not failures:
-            closed_how = self._close(eval_id, platform)
+            closed_how = close_run(
+                self.info, self.desc, self.settings, self.client, eval_id, platform.get("url")
+            )
         if info.status_problem:
             failures.append(f"{info.status_problem}, so how the run ended is unknown")
         for sink, reasons in self.rejected.items():
@@ -219,10 +215,6 @@ class _Syncer:
         desc = dict(desc, environments=list(names), environment_refs=[])
         self.archive.write_description(desc)  # a rerun registers under the same names
         self.desc = desc
-
-    def _config(self) -> dict[str, Any]:
-        config = self.desc.get("config")
-        return dict(config) if isinstance(config, dict) else {}
 
     # -- uploads ------------------------------------------------------------------------
 
@@ -394,27 +386,7 @@ class _Syncer:
         started = self.archive.sync_state().get("samples_started")
         if self.info.mode != "online" and started != eval_id:
             return set()
-        ids: set[str] = set()
-        page = 1
-        try:
-            while True:
-                listing = self.client.request(
-                    "GET",
-                    f"/evaluations/{eval_id}/samples",
-                    params={"page": page, "limit": SAMPLES_PAGE},
-                    idempotent=True,
-                )
-                rows = listing.get("samples") or []
-                ids.update(
-                    str(r["sample_id"]) for r in rows if isinstance(r, dict) and "sample_id" in r
-                )
-                if not rows or not listing.get("hasMore", len(rows) >= SAMPLES_PAGE):
-                    return ids
-                page += 1
-        except PrimeRunsError as exc:
-            raise SyncError(
-                f"samples: could not read back which rows already landed: {describe(exc)}"
-            ) from exc
+        return sample_ids(self.client, eval_id)
 
     def _rollout_counters(self, stored: set[RecordKey], landed: set[str]) -> dict[Any, int]:
         """Rollouts per example among the episodes whose rows the evaluation already has."""
@@ -436,75 +408,3 @@ class _Syncer:
             except (AttributeError, TypeError, KeyError, IndexError):
                 continue  # a malformed episode has no example to number
         return counters
-
-    # -- closing ------------------------------------------------------------------------
-
-    def _close(self, eval_id: str, platform: dict[str, Any]) -> str:
-        doc = dict(self.info.status_doc)
-        status = RunStatus.coerce(doc.get("status") or RunStatus.CRASHED.value)
-        reason = doc.get("error") if isinstance(doc.get("error"), str) else None
-        if self.info.status_problem:  # how it ended is unknown; its process is gone
-            status = RunStatus.CRASHED
-            reason = f"{self.info.status_problem}; closed by prime-runs sync as crashed"
-        elif status is RunStatus.RUNNING:  # the owner died without finishing
-            status = RunStatus.CRASHED
-            reason = f"the process (pid {doc.get('pid')}) exited without finishing the run"
-        summary = doc.get("summary") if isinstance(doc.get("summary"), dict) else None
-        if summary is None:
-            summary = self._summary_from_records()
-        metrics = dict(sanitize_nonfinite(summary))
-        extra = metrics.get("prime_runs")
-        extra = dict(extra) if isinstance(extra, dict) else {}
-        extra["traces_episodes_written"] = self._episodes_written()
-        metrics["prime_runs"] = extra
-        deadline = time.monotonic() + CLOSE_TIMEOUT
-        try:
-            current = evaluations.get(self.client, eval_id, deadline=deadline)
-            already = str(current.get("status") or "").upper() not in evaluations.OPEN_STATUSES
-            if not already:
-                OnlineLifecycle(self.settings, client=self.client).close(
-                    Registration(
-                        eval_id, str(self.desc.get("name") or eval_id), platform.get("url")
-                    ),
-                    status=status,
-                    summary=metrics,
-                    reason=reason,
-                    config=self._config(),
-                    attached=bool(self.desc.get("attached")),
-                    deadline=deadline,
-                )
-        except (PrimeRunsError, ValueError) as exc:
-            raise SyncError(f"uploads done, but closing the run failed: {describe(exc)}") from exc
-        doc.update(
-            status=status.value,
-            error=reason,
-            summary=summary,
-            closed=True,
-            finished_at=doc.get("finished_at") or time.time(),
-            synced_at=time.time(),
-        )
-        self.archive.write_status(doc)
-        if already:
-            return f"already closed on the platform ({current.get('status')})"
-        return "finalized" if status is RunStatus.COMPLETED else f"closed as {status.value}"
-
-    def _summary_from_records(self) -> dict[str, Any]:
-        """The summary over the records that can be read; a bad one is left out (it was
-        rejected and reported by the upload), never fatal."""
-        summary = SummaryAccumulator()
-        for _key, _kind, data in self.archive.iter_records():
-            record, _problem = parse_record(data)
-            if record is None:
-                continue
-            try:
-                summary.add(record)
-            except (ArithmeticError, ValueError, TypeError, AttributeError, KeyError):
-                continue  # malformed inside (rewards not a mapping, ...): not summarized
-        try:
-            return dict(summary.result())
-        except ArithmeticError:  # a sum that overflowed: no summary rather than none at all
-            return {}
-
-    def _episodes_written(self) -> int:
-        stored = self.archive.acknowledged().get(TRACES, set())
-        return sum(1 for key in stored if key.segment.startswith(EPISODE_KIND + "-"))

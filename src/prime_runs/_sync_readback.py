@@ -1,4 +1,5 @@
-"""Which of a run's unacknowledged records Prime Traces already holds.
+"""Which of a run's unacknowledged records the platform already holds: Prime Traces
+documents by id, and the sample table's ids.
 
 A record can be stored without its acknowledgement reaching the archive: the producer (or an
 earlier sync) was killed between the service's commit and the ack, or an ambiguous failure
@@ -19,13 +20,14 @@ from typing import Any, NamedTuple
 from urllib.parse import quote
 
 from ._archive import RecordKey
-from .errors import SyncError
+from .errors import PrimeRunsError, SyncError, describe
 from .platform._http import user_agent
 from .settings import Settings
 
 logger = logging.getLogger("prime_runs")
 
 READ_WORKERS = 4  # lookups in flight at once: latency-bound, not CPU-bound
+SAMPLES_PAGE = 100
 
 
 class Candidate(NamedTuple):
@@ -95,3 +97,29 @@ def _run_id(doc: Any) -> str | None:
     if isinstance(run, dict) and isinstance(run.get("id"), str):
         return str(run["id"])
     return None
+
+
+def sample_ids(client: Any, eval_id: str) -> set[str]:
+    """The sample ids the evaluation's sample table holds (read page by page).
+    Raises ``SyncError`` when they cannot be read: appending again could store copies."""
+    ids: set[str] = set()
+    page = 1
+    try:
+        while True:
+            listing = client.request(
+                "GET",
+                f"/evaluations/{eval_id}/samples",
+                params={"page": page, "limit": SAMPLES_PAGE},
+                idempotent=True,
+            )
+            rows = listing.get("samples") or []
+            ids.update(
+                str(r["sample_id"]) for r in rows if isinstance(r, dict) and "sample_id" in r
+            )
+            if not rows or not listing.get("hasMore", len(rows) >= SAMPLES_PAGE):
+                return ids
+            page += 1
+    except PrimeRunsError as exc:
+        raise SyncError(
+            f"samples: could not read back which rows already landed: {describe(exc)}"
+        ) from exc
