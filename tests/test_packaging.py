@@ -16,14 +16,16 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
+PIP = (sys.executable, "-m", "pip")
+# Ask the resolver only: wheels alone, as if nothing were installed.
+RESOLVE_ONLY = ("--no-index", "--no-deps", "--only-binary=:all:", "--ignore-installed")
 
 
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("wheel")
     subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "--quiet"]
-        + ["--wheel-dir", str(out), str(ROOT)],
+        [*PIP, "wheel", "--no-deps", "--no-build-isolation", "--quiet", "-w", str(out), str(ROOT)],
         check=True,
         capture_output=True,
         timeout=120,
@@ -38,12 +40,10 @@ def _metadata(wheel: Path) -> email.message.Message:
         return email.message_from_bytes(archive.read(name))
 
 
-def _resolve(wheel: Path, python_version: str) -> subprocess.CompletedProcess[str]:
-    """pip's resolver on ``wheel`` as if installing for ``python_version`` (nothing installed)."""
+def _resolve(wheel: Path, version: str) -> subprocess.CompletedProcess[str]:
+    """pip's resolver on ``wheel`` as if installing for Python ``version`` (nothing installed)."""
     return subprocess.run(
-        [sys.executable, "-m", "pip", "install", "--dry-run", "--no-index", "--no-deps"]
-        + ["--only-binary=:all:", "--ignore-installed", "--python-version", python_version]
-        + [str(wheel)],
+        [*PIP, "install", "--dry-run", *RESOLVE_ONLY, "--python-version", version, str(wheel)],
         capture_output=True,
         text=True,
         timeout=120,
