@@ -233,3 +233,24 @@ def test_finish_against_a_platform_down_throughout_is_short_and_says_what_to_do(
     assert main(["sync", run.id]) == 0
     assert set(prime_env.episodes) == {e["id"] for e in episodes}
     assert prime_env.evaluations[run.id]["finalize_count"] == 1
+
+
+def test_a_close_out_that_ends_after_finish_returned_is_recorded(prime_env, episodes):
+    run = pr.init(name="slow-close", environments=[{"id": "env-1"}])
+    run.log_episodes(episodes[:2])
+    assert run.flush(30)
+    # Answered within the request's own timeout, but after finish() stopped waiting.
+    prime_env.stall("eval_finalize", CLOSE_MARGIN + 0.4)
+    try:
+        started = time.monotonic()
+        run.finish(timeout=0)
+        assert time.monotonic() - started < CLOSE_MARGIN + 1.4
+        assert _status(run)["closed"] is False
+        assert any("did not confirm the run's close-out" in e for e in run.errors)
+        deadline = time.monotonic() + 20
+        while not _status(run)["closed"] and time.monotonic() < deadline:
+            time.sleep(0.05)
+    finally:
+        prime_env.unstall()
+    assert _status(run)["closed"] is True
+    assert prime_env.evaluations[run.id]["finalize_count"] == 1
