@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import threading
 import time
+from threading import get_ident
 
 
 class LogGate:
@@ -15,7 +16,8 @@ class LogGate:
     """
 
     def __init__(self) -> None:
-        self._cond = threading.Condition(threading.Lock())
+        self._lock = threading.Lock()  # taken directly on the hot path (no Python-level wrapper)
+        self._cond = threading.Condition(self._lock)
         self._active: dict[int, int] = {}  # thread id -> log calls in progress
         self.closing = False
         # close() stopped waiting: records of calls still running are refused one by one.
@@ -23,16 +25,17 @@ class LogGate:
 
     def enter(self) -> bool:
         """Admit a log call; False once ``close()`` began (refuse the call)."""
-        with self._cond:
+        tid = get_ident()
+        with self._lock:
             if self.closing:
                 return False
-            tid = threading.get_ident()
-            self._active[tid] = self._active.get(tid, 0) + 1
+            active = self._active
+            active[tid] = active.get(tid, 0) + 1
             return True
 
     def leave(self) -> None:
-        with self._cond:
-            tid = threading.get_ident()
+        tid = get_ident()
+        with self._lock:
             left = self._active.pop(tid, 1) - 1
             if left:
                 self._active[tid] = left
@@ -41,12 +44,12 @@ class LogGate:
 
     def close(self) -> None:
         """Admit no more log calls (``finish()`` has begun)."""
-        with self._cond:
+        with self._lock:
             self.closing = True
 
     def wait_idle(self, deadline: float) -> None:
         """Wait until no other thread is inside a log call, or ``deadline``; then seal."""
-        me = threading.get_ident()
+        me = get_ident()
         with self._cond:
             while any(tid != me for tid in self._active):
                 left = deadline - time.monotonic()

@@ -204,18 +204,6 @@ class RunState:
 
     # -- log calls and finish() -----------------------------------------------------
 
-    def begin_log(self) -> bool:
-        """Admit a log call; False once ``finish()`` has begun (refuse the call)."""
-        return self.gate.enter()
-
-    def end_log(self) -> None:
-        self.gate.leave()
-
-    @property
-    def sealed(self) -> bool:
-        """``finish()`` stopped waiting for log calls: refuse each further record."""
-        return self.gate.sealed
-
     def refuse_late(self, records: int) -> None:
         """Count records logged after ``finish()`` began; one warning per run."""
         with self._lock:

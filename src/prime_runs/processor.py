@@ -192,7 +192,7 @@ class RunProcessor(SpanProcessor):
         )
 
     def _ingest_raw(self, state: RunState, payload: str) -> None:
-        if not state.begin_log():
+        if not state.gate.enter():
             state.refuse_late(1)  # a record span that ended after its run finished
             return
         try:
@@ -205,7 +205,7 @@ class RunProcessor(SpanProcessor):
                 return
             state.ingest(encoded)
         finally:
-            state.end_log()
+            state.gate.leave()
 
     # -- joined runs ---------------------------------------------------------------------
 

@@ -174,13 +174,14 @@ class Run:
         except PrimeRunsError as exc:
             self._bad_input(exc, 1)
             return
-        if not state.begin_log():
+        gate = state.gate
+        if not gate.enter():
             self._refuse_late(sum(1 for _ in items))
             return
         try:
             iterator = iter(items)
             for record in iterator:
-                if state.sealed:  # finish() stopped waiting for this call
+                if gate.sealed:  # finish() stopped waiting for this call
                     self._refuse_late(1 + sum(1 for _ in iterator))
                     return
                 try:
@@ -193,7 +194,7 @@ class Run:
                 state.ingest(encoded)
                 self._record_span(encoded.kind, encoded.record, len(encoded.data))
         finally:
-            state.end_log()
+            gate.leave()
 
     def _refuse_late(self, records: int) -> None:
         """Records logged after ``finish()`` began: raised under ``on_error="raise"``,
