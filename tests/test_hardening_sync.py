@@ -174,6 +174,9 @@ def test_an_unusable_status_json_is_closed_as_crashed_and_reported(
     status_file = Path(run.archive_path) / "status.json"
     if content is None:
         status_file.unlink()
+        archive = RunArchive(Path(run.archive_path))
+        description = archive.description()  # long past the moment before init() writes it
+        archive.write_description({**description, "created_at": description["created_at"] - 120})
     else:
         status_file.write_text(content)
 
@@ -207,6 +210,17 @@ def test_an_unusable_status_json_of_a_live_process_is_not_touched(prime_env, epi
 
     assert result.returncode == 1
     assert f"{run.id}: skipped:" in result.stdout
+    assert prime_env.requests == []
+
+
+def test_a_run_folder_an_init_is_still_creating_is_not_touched(prime_env, episodes):
+    run = _offline_run(episodes[:2])
+    (Path(run.archive_path) / "status.json").unlink()  # as between run.json and status.json
+
+    result = _cli("sync", run.id)
+
+    assert result.returncode == 1
+    assert f"{run.id}: skipped: status.json is missing, and its process may" in result.stdout
     assert prime_env.requests == []
 
 

@@ -175,6 +175,8 @@ def inspect(archive: RunArchive) -> RunInfo:
     )
     if problem:
         info.status_doc = {}  # nothing in it is trusted
+        if problem == MISSING_STATUS and _just_created(description):
+            info.owner_alive = True  # init() writes run.json a moment before status.json
     total = info.total_records
     episodes = records.get(EPISODE_KIND, 0)
     for sink in sinks:
@@ -194,13 +196,24 @@ _STATUS_TYPES: dict[str, tuple[type, ...]] = {
 }
 
 
+MISSING_STATUS = "status.json is missing"
+_STARTING = 60.0  # seconds after run.json's created_at a missing status.json may yet appear
+
+
+def _just_created(description: dict[str, Any]) -> bool:
+    created = description.get("created_at")
+    if not isinstance(created, (int, float)) or isinstance(created, bool):
+        return False
+    return abs(time.time() - created) < _STARTING
+
+
 def read_status(archive: RunArchive, *, joined: bool) -> tuple[dict[str, Any], str | None]:
     """status.json and, when it cannot be used, why. A folder only a joined process wrote
     has none (that is not a problem); the owner writes it before any record."""
     try:
         doc = json.loads((archive.path / STATUS_FILE).read_bytes())
     except FileNotFoundError:
-        return {}, None if joined else "status.json is missing"
+        return {}, None if joined else MISSING_STATUS
     except OSError as exc:
         return {}, f"status.json cannot be read ({exc.strerror})"
     except (ValueError, RecursionError):

@@ -83,8 +83,7 @@ def sync_run(
     Never raises for the run's own failures (they are the report's message)."""
     run_id = info.run_id
     if info.running:
-        pid = info.status_doc.get("pid")
-        return SyncReport(run_id, False, f"still running (pid {pid}); not touched", skipped=True)
+        return SyncReport(run_id, False, _still_running(info), skipped=True)
     try:
         with _locked(info.archive) as got:
             if not got:
@@ -93,7 +92,7 @@ def sync_run(
                 )
             info = inspect(info.archive)  # fresh, under the lock
             if info.running:
-                return SyncReport(run_id, False, "still running; not touched", skipped=True)
+                return SyncReport(run_id, False, _still_running(info), skipped=True)
             client = PlatformClient(settings)
             try:
                 syncer = _Syncer(info, settings, client, progress, claimed)
@@ -106,6 +105,12 @@ def sync_run(
         return SyncReport(run_id, False, str(exc), platform_id=info.platform.get("id"))
     except (PrimeRunsError, OSError) as exc:
         return SyncReport(run_id, False, f"{type(exc).__name__}: {exc}")
+
+
+def _still_running(info: RunInfo) -> str:
+    if info.status_problem:
+        return f"{info.status_problem}, and its process may still be running; not touched"
+    return f"still running (pid {info.status_doc.get('pid')}); not touched"
 
 
 @contextmanager
