@@ -392,3 +392,20 @@ def test_a_run_without_environments_is_warned_at_init_and_synced_with_environmen
     assert evaluation["environments"] and evaluation["status"] == "PROCESSING"
     assert RunArchive(Path(run.archive_path)).description()["environments"] == ["gsm8k"]
     _assert_once(prime_env, eval_id, episodes[:2])
+
+
+def test_a_sync_whose_reader_went_away_still_uploads_everything(prime_env, episodes):
+    run = _offline_run(episodes[:3])
+    read, write = os.pipe()
+    proc = subprocess.Popen(_command("sync"), stdout=write, stderr=subprocess.PIPE)
+    os.close(write)
+    os.close(read)  # nobody reads the result lines
+
+    _, err = proc.communicate(timeout=120)
+
+    assert proc.returncode == 0, err.decode()
+    assert b"Traceback" not in err and b"BrokenPipeError" not in err
+    ((eval_id, evaluation),) = prime_env.evaluations.items()
+    assert evaluation["status"] == "PROCESSING"
+    _assert_once(prime_env, eval_id, episodes[:3])
+    assert RunArchive(Path(run.archive_path)).status()["closed"] is True
