@@ -183,6 +183,8 @@ def test_summary_is_cleaned_at_every_depth(platform: StandInPlatform) -> None:
     assert summary["avg_reward"] != summary["avg_reward"]  # the caller's dict is untouched
     assert clean_summary(None) == {}
     assert clean_summary({"a": math.nan}) == {}
+    huge = {"avg_reward": 10**400, "avg_metrics": {"m": -(10**400), "ok": 10**300}}
+    assert clean_summary(huge) == {"avg_metrics": {"ok": 10**300}}
 
 
 @pytest.mark.parametrize("variant", ["N", "S", "S-ignore"])

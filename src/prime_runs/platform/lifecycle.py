@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import math
+import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -48,18 +49,22 @@ class Registration:
 
 
 def clean_summary(summary: Mapping[str, Any] | None) -> dict[str, Any]:
-    """A copy without non-finite floats at any depth (lists included); a nested mapping
-    emptied by the cleaning is dropped. The caller's object is not modified."""
+    """A copy without non-finite floats, or integers too large for a float (``10**400``),
+    at any depth (lists included); a nested mapping emptied by the cleaning is dropped.
+    The caller's object is not modified."""
     cleaned = _clean(dict(summary or {}))
     return cleaned if isinstance(cleaned, dict) else {}
 
 
 _DROP = object()
+_FLOAT_MAX = int(sys.float_info.max)
 
 
 def _clean(value: Any) -> Any:
     if isinstance(value, float) and not math.isfinite(value):
         return _DROP
+    if isinstance(value, int) and abs(value) > _FLOAT_MAX:
+        return _DROP  # the platform stores metrics as floats: this one has no value there
     if isinstance(value, Mapping):
         out = {}
         for key, item in value.items():
