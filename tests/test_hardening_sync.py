@@ -127,6 +127,18 @@ def test_a_non_record_line_is_rejected_counted_and_the_run_still_closes(
     assert "rejected" in _cli("show", run.id).stdout
 
 
+def test_a_run_json_that_is_not_an_object_is_reported_not_registered(prime_env, episodes):
+    run = _offline_run(episodes[:1])
+    (Path(run.archive_path) / "run.json").write_text("[1, 2]")
+
+    result = _cli("sync", run.id)
+
+    _no_traceback(result)
+    assert result.returncode == 1
+    assert f"{run.id}: FAILED: run.json cannot be read" in result.stdout
+    assert prime_env.requests == []
+
+
 def test_a_sync_of_many_runs_goes_on_past_a_bad_one(prime_env, episodes):
     bad = _offline_run(episodes[:2], name="bad")
     with _segment(bad).open("a") as f:

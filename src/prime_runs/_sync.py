@@ -158,6 +158,11 @@ class _Syncer:
 
     def run(self, environments: Sequence[str] = ()) -> SyncReport:
         info = self.info
+        if not info.description:
+            raise SyncError(
+                "run.json cannot be read (not JSON, or not a JSON object): nothing says what "
+                "this run is; restore it to sync the run"
+            )
         if info.joined and info.mode != "online":
             raise SyncError(
                 "joined part of an offline run owned by another process; sync the owner's "
