@@ -85,8 +85,12 @@ class RunState:
         self._journal_failing = False
         self._late_error: int | None = None  # index in errors of the late-logging entry
         self._refused = _refused.RefusedRecords()  # what a full queue refused, to resend
+        self._ack_failing = False  # reported once until an acknowledgement is written again
         if archive is not None and owner:
-            archive.write_status(self._status_doc())
+            try:
+                archive.write_status(self._status_doc())
+            except OSError as exc:  # a full disk at the start is reported, not fatal
+                self.report(f"could not write the run's status to the archive: {exc}")
 
     # -- identity ------------------------------------------------------------------
 
@@ -254,7 +258,9 @@ class RunState:
                 try:
                     self.archive.ack(name, keys)
                 except OSError as exc:
-                    self.report(f"could not record {sink} acknowledgements in the archive: {exc}")
+                    self._ack_failed(sink, exc)
+                else:
+                    self._ack_failing = False
         with self._lock:
             self.counters.count_outcome(sink, outcome)
         for item, reason in outcome.rejected:
@@ -263,6 +269,18 @@ class RunState:
             self.report(f"{sink}: sink stopped for this run: {outcome.retire}")
         elif outcome.retire is not None:
             logger.info("prime-runs: %s sink switched off: %s", sink, outcome.retire)
+
+    def _ack_failed(self, sink: str, exc: OSError) -> None:
+        # One report per failing spell: a full disk must not cost a warning per batch.
+        if self._ack_failing:
+            logger.debug("prime-runs: could not record %s acknowledgements: %s", sink, exc)
+            return
+        self._ack_failing = True
+        self.report(
+            f"could not record {sink} acknowledgements in the archive: {exc} (the platform "
+            "has those records; the archive does not know it, so `prime-runs sync` may "
+            "offer them again)"
+        )
 
     def on_late_outcome(self, worker: Any, outcome: Outcome) -> None:
         """A batch that settled after ``finish()`` gave up on it: the counters already hold
@@ -457,5 +475,6 @@ class RunState:
         self._status_lock = threading.Lock()
         self._late_error = None
         self._journal_failing = False
+        self._ack_failing = False
         for worker in self.workers:
             worker.after_fork()
