@@ -17,6 +17,7 @@ EXPECTED = {
     "EnvironmentRef",
     "EnvironmentResolutionError",
     "ForbiddenError",
+    "JournalError",
     "MODE_ENV",
     "NotFoundError",
     "PaymentRequiredError",
