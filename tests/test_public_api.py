@@ -8,6 +8,7 @@ import pkgutil
 import prime_runs as pr
 
 EXPECTED = {
+    "AmbiguousRunError",
     "APIError",
     "APITimeoutError",
     "CONFIG_SOURCE_KEY",
@@ -40,6 +41,7 @@ EXPECTED = {
     "log_traces",
     "metrics",
     "projection",
+    "sampler",
     "semconv",
 }
 

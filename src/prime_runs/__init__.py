@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from ._runconfig import CONFIG_SOURCE_KEY, ConfigSource
     from .api import configure_exporter, current_run, init, log_episodes, log_traces
     from .errors import (
+        AmbiguousRunError,
         APIError,
         APITimeoutError,
         ConfigurationError,
@@ -42,10 +43,12 @@ if TYPE_CHECKING:
     from .platform.environments import EnvironmentRef
     from .processor import RunProcessor
     from .run import Run
+    from .sampling import sampler
     from .settings import MODE_ENV
     from .status import RunStatus
 
 _ERRORS = (
+    "AmbiguousRunError",
     "APIError",
     "APITimeoutError",
     "ConfigurationError",
@@ -78,6 +81,7 @@ _SOURCES: dict[str, str] = {
     "EnvironmentRef": ".platform.environments",
     "RunProcessor": ".processor",
     "Run": ".run",
+    "sampler": ".sampling",
     "MODE_ENV": ".settings",
     "RunStatus": ".status",
     "metrics": ".metrics",
@@ -105,6 +109,7 @@ __all__ = [
     "MODE_ENV",
     "APIError",
     "APITimeoutError",
+    "AmbiguousRunError",
     "ConfigSource",
     "ConfigurationError",
     "ConflictError",
@@ -133,5 +138,6 @@ __all__ = [
     "log_traces",
     "metrics",
     "projection",
+    "sampler",
     "semconv",
 ]

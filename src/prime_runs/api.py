@@ -17,11 +17,12 @@ from ._argcheck import check_arguments
 from ._ids import ID_GENERATOR
 from ._join import context_to_join, join_state
 from ._open import RunOptions, check_on_error, open_state
-from ._state import RunState
+from ._state import RAISE, RunState
 from ._version import __version__
-from .errors import ConfigurationError, RunFinishedError
+from .errors import AmbiguousRunError, ConfigurationError, RunFinishedError
 from .processor import STATE_KEY, RunProcessor
 from .run import Run
+from .sampling import check_provider, sampler, sdk_disabled, untracked_reason, warn_once
 from .settings import DISABLED
 
 _lock = threading.Lock()
@@ -46,7 +47,9 @@ def _sdk_provider(tracer_provider: object | None) -> TracerProvider:
         # No SDK provider configured: use one of our own, never installed globally, so
         # the application can still set its own later.
         if _private_provider is None or os.getpid() != getattr(_private_provider, "_pr_pid", 0):
-            _private_provider = TracerProvider(shutdown_on_exit=False, id_generator=ID_GENERATOR)
+            _private_provider = TracerProvider(
+                shutdown_on_exit=False, id_generator=ID_GENERATOR, sampler=sampler()
+            )
             _private_provider._pr_pid = os.getpid()  # type: ignore[attr-defined]
         return _private_provider
 
@@ -60,7 +63,9 @@ def configure_exporter(
     added, so nothing is exported twice. ``settings`` are ``init()`` keywords
     (``mode``, ``dir``, ``api_key``, ``base_url``, ``traces``, ``samples``,
     ``journal``) used for runs opened by plain ``run`` spans. With no SDK
-    provider configured, one is created and installed as the global provider.
+    provider configured, one is created (with ``prime_runs.sampler()``) and installed as
+    the global provider. A provider whose sampler would drop ``run`` spans, or
+    ``OTEL_SDK_DISABLED=true``, is warned about once (see ``docs/opentelemetry.md``).
     """
     allowed = set(RunOptions.__dataclass_fields__) - {
         "name",
@@ -87,9 +92,14 @@ def configure_exporter(
             tracer_provider = current
         else:
             # Seed-proof ids: random.seed() in the application must not repeat them.
-            tracer_provider = TracerProvider(id_generator=ID_GENERATOR)
+            tracer_provider = TracerProvider(id_generator=ID_GENERATOR, sampler=sampler())
             trace.set_tracer_provider(tracer_provider)
     provider = _sdk_provider(tracer_provider)
+    check_provider(provider)
+    return _add_processor(provider, settings)
+
+
+def _add_processor(provider: TracerProvider, settings: dict[str, Any]) -> RunProcessor:
     with _lock:
         processor = _processors.get(provider)
         if processor is None:
@@ -164,11 +174,18 @@ def init(
     state = open_state(opts)
     if state is None:
         return Run(None, span=trace.INVALID_SPAN, tracer=None, mode=DISABLED, name=name)
-    processor = configure_exporter(provider)
+    _add_processor(provider, {})
     tracer = provider.get_tracer("prime_runs", __version__)
     ctx = otel_context.set_value(STATE_KEY, state)
     span = tracer.start_span(semconv.RUN_SPAN, context=ctx, attributes=_run_attributes(state))
-    del processor
+    if not span.get_span_context().is_valid:
+        # OTEL_SDK_DISABLED: the SDK hands out no spans. The run does not need one to
+        # archive and upload; ids of its own keep its context joinable and findable.
+        span = trace.NonRecordingSpan(
+            trace.SpanContext(
+                ID_GENERATOR.generate_trace_id(), ID_GENERATOR.generate_span_id(), False
+            )
+        )
     run = Run(state, span=span, tracer=tracer, mode=state.identity.mode)
     _set_current(run)
     if handle_signals:
@@ -193,7 +210,7 @@ def _join(
     provider = _sdk_provider(tracer_provider)
     # Spans under the joined context reach the processor as remote children: hand it
     # this state so it does not open a second one for the same run.
-    configure_exporter(provider).adopt(run_id, state)
+    _add_processor(provider, {}).adopt(run_id, state)
     tracer = provider.get_tracer("prime_runs", __version__)
     run = Run(state, span=parent, tracer=tracer, mode=state.identity.mode, run_id=run_id)
     run._ctx = ctx
@@ -233,16 +250,45 @@ def _set_current(run: Run) -> None:
 
 
 def current_run() -> Run | None:
-    """The run of the current OpenTelemetry context, else the last one started here."""
+    """The run of the current OpenTelemetry context; outside one, the only open run in this
+    process, else the last unfinished one ``init()`` started here (``None`` if none)."""
+    run = _run_in_context()
+    if run is not None:
+        return run
+    open_runs = _open_runs()
+    if len(open_runs) == 1:
+        return open_runs[0]
+    return _last_started()
+
+
+def _run_in_context() -> Run | None:
     span_context = trace.get_current_span().get_span_context()
-    if span_context.is_valid:
-        for run in _exit.live_runs():
-            if run.span.get_span_context().trace_id == span_context.trace_id:
-                return run
-        for processor in list(_processors.values()):
-            state = processor.state_for(span_context)
-            if state is not None:
-                return _handle_for(state)
+    if not span_context.is_valid:
+        return None
+    for run in _exit.live_runs():
+        if run.span.get_span_context().trace_id == span_context.trace_id and not run.finished:
+            return run
+    for processor in list(_processors.values()):
+        state = processor.state_for(span_context)
+        if state is not None:
+            return _handle_for(state)
+    return None
+
+
+def _open_runs() -> list[Run]:
+    """Every unfinished run of this process, once each (``init()`` handles and raw runs)."""
+    runs: dict[str, Run] = {}
+    for run in _exit.live_runs():
+        if not run.finished and run.mode != DISABLED:
+            runs.setdefault(run.id, run)
+    for processor in list(_processors.values()):
+        for state in processor.open_runs():
+            if not state.finishing and state.owner and state.run_id not in runs:
+                runs[state.run_id] = _handle_for(state)
+    return list(runs.values())
+
+
+def _last_started() -> Run | None:
     run = _current() if _current is not None else None
     if run is not None and not run.finished:
         return run
@@ -261,19 +307,54 @@ def _handle_for(state: RunState) -> Run:
 
 
 def log_episodes(episodes: object) -> None:
-    """Log episodes into the run of the current context (see ``current_run``)."""
-    _require_run().log_episodes(episodes)
+    """Log episodes into the run of the current context (see ``current_run``).
+
+    Outside a run's context it logs into the only open run; with several open it logs
+    into the last one ``init()`` started and warns (``on_error="raise"``: raises
+    ``AmbiguousRunError``). Inside a span no run can see (dropped by a sampler, or
+    ``OTEL_SDK_DISABLED``), with no run open, it warns once and records nothing.
+    """
+    run = _require_run()
+    if run is not None:
+        run.log_episodes(episodes)
 
 
 def log_traces(traces: object) -> None:
-    """Log bare traces into the run of the current context (see ``current_run``)."""
-    _require_run().log_traces(traces)
+    """Log bare traces into the run of the current context (as ``log_episodes``)."""
+    run = _require_run()
+    if run is not None:
+        run.log_traces(traces)
 
 
-def _require_run() -> Run:
-    run = current_run()
-    if run is None:
+def _require_run() -> Run | None:
+    run = _run_in_context()
+    if run is not None:
+        return run
+    open_runs = _open_runs()
+    if len(open_runs) == 1:
+        return open_runs[0]
+    span = trace.get_current_span()
+    if not open_runs:
+        if (span.get_span_context().is_valid and not span.is_recording()) or sdk_disabled():
+            # A raw `run` span nobody could see: never an exception in the eval loop.
+            warn_once(
+                f"untracked:{span.get_span_context().trace_id}",
+                "prime-runs: records logged inside a span that is not recording are not "
+                "tracked (no run can see that span: %s); this warning is given once per trace",
+                untracked_reason(list(_processors)),
+            )
+            return None
         raise RunFinishedError(
             "no run is active: call prime_runs.init() first, or log inside a `run` span"
         )
-    return run
+    chosen = _last_started() or open_runs[-1]
+    message = (
+        f"{len(open_runs)} runs are open and none is in the current OpenTelemetry context; "
+        f"records logged with prime_runs.log_episodes() go to run {chosen.id}. Log "
+        "through the run's handle (run.log_episodes()) or inside its context "
+        "(`with run:`) to choose"
+    )
+    if chosen.on_error == RAISE:
+        raise AmbiguousRunError(message)
+    warn_once(f"ambiguous:{chosen.id}", "prime-runs: %s", message)
+    return chosen

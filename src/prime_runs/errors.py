@@ -4,6 +4,7 @@
     ├── ConfigurationError          bad settings, unknown mode, unreadable config file
     ├── RecordError                 a record that cannot be logged (type, JSON, size)
     ├── RunFinishedError            logging into a run that has finished
+    ├── AmbiguousRunError           module-level logging with several runs open, none in context
     ├── EnvironmentResolutionError  an environment that does not resolve on the hub
     ├── SyncError                   an archive that `prime-runs sync` cannot upload
     ├── JournalError                the run's local archive could not be written (also an OSError)
@@ -43,6 +44,10 @@ class RecordError(PrimeRunsError, ValueError):
 
 class RunFinishedError(PrimeRunsError, RuntimeError):
     """A record was logged into a run that has already finished."""
+
+
+class AmbiguousRunError(PrimeRunsError, RuntimeError):
+    """``prime_runs.log_episodes()`` outside any run's context while several runs are open."""
 
 
 class EnvironmentResolutionError(PrimeRunsError):

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import logging
 import threading
+import weakref
 from typing import Any
 
 from opentelemetry import baggage
@@ -21,9 +22,11 @@ from opentelemetry.trace import SpanContext, StatusCode
 
 from . import _exit, semconv
 from ._encode import encode
+from ._limits import cut_by_limit, cut_message
 from ._open import RunOptions, open_state
 from ._state import RunState
 from .errors import PrimeRunsError
+from .sampling import note_run_ended, note_run_started
 from .status import RunStatus
 
 logger = logging.getLogger("prime_runs")
@@ -45,6 +48,7 @@ class RunProcessor(SpanProcessor):
         self._runs: dict[int, RunState] = {}
         self._members: dict[int, RunState] = {}
         self._joined: dict[str, RunState] = {}
+        self._cut_reported: weakref.WeakSet[RunState] = weakref.WeakSet()
 
     # -- lookups -----------------------------------------------------------------------
 
@@ -85,15 +89,20 @@ class RunProcessor(SpanProcessor):
             if span.name == semconv.RUN_SPAN:
                 with self._lock:
                     state = self._runs.pop(context.span_id, None)
+                if state is not None:
+                    note_run_ended(context.trace_id)
+                    self._ingest_events(state, span)  # before the run closes
                 if state is not None and not state.finishing:
                     self._finish_raw(state, span)
                 return
             state = self._members.pop(context.span_id, None)
-            if state is None or span.name not in semconv.RECORD_SPANS:
+            if state is None:
                 return
-            payload = (span.attributes or {}).get(semconv.RECORD)
-            if isinstance(payload, str):
-                self._ingest_raw(state, payload)
+            if span.name in semconv.RECORD_SPANS:
+                payload = (span.attributes or {}).get(semconv.RECORD)
+                if isinstance(payload, str):
+                    self._ingest_raw(state, payload)
+            self._ingest_events(state, span)
         except Exception:
             logger.warning("prime-runs: could not process a span", exc_info=True)
 
@@ -118,6 +127,7 @@ class RunProcessor(SpanProcessor):
             if state is None:
                 return
         state.span = span
+        note_run_started(span.context.trace_id)  # prime_runs.sampler() keeps its spans
         _exit.track_state(state)  # reset in forked children, drained there at exit
         with self._lock:
             self._runs[span.context.span_id] = state
@@ -191,7 +201,7 @@ class RunProcessor(SpanProcessor):
             None,
         )
 
-    def _ingest_raw(self, state: RunState, payload: str) -> None:
+    def _ingest_raw(self, state: RunState, payload: str, where: str = "attribute") -> None:
         if not state.gate.enter():
             state.refuse_late(1)  # a record span that ended after its run finished
             return
@@ -201,11 +211,40 @@ class RunProcessor(SpanProcessor):
                 encoded = encode(record, state.run_id, state.identity.kind)
             except (ValueError, PrimeRunsError) as exc:
                 state.count_invalid(1)
-                state.report(f"a {semconv.RECORD} attribute is not a JSON object record: {exc}")
+                limit = cut_by_limit(payload)
+                if limit is None:
+                    state.report(f"a {semconv.RECORD} {where} is not a JSON object record: {exc}")
+                elif self._first_cut(state):
+                    state.report(cut_message(state.run_id, where, limit))
                 return
             state.ingest(encoded)
         finally:
             state.gate.leave()
+
+    def _ingest_events(self, state: RunState, span: ReadableSpan) -> None:
+        """Records sent as ``episode``/``trace`` span events, like record spans."""
+        found = False
+        for event in span.events:
+            if event.name in semconv.RECORD_SPANS:
+                payload = (event.attributes or {}).get(semconv.RECORD)
+                if isinstance(payload, str):
+                    found = True
+                    self._ingest_raw(state, payload, "event attribute")
+        if found and span.dropped_events:
+            state.report(
+                f"span {span.name!r} of run {state.run_id} dropped {span.dropped_events} events "
+                "over the span event count limit (OTEL_SPAN_EVENT_COUNT_LIMIT, default 128); "
+                "records sent as those events are lost. Raise the limit, or log records as "
+                "child spans or with pr.log_episodes()"
+            )
+
+    def _first_cut(self, state: RunState) -> bool:
+        # One report per run: every cut record is counted (invalid) in the finish report.
+        with self._lock:
+            if state in self._cut_reported:
+                return False
+            self._cut_reported.add(state)
+            return True
 
     # -- joined runs ---------------------------------------------------------------------
 

@@ -95,6 +95,11 @@ class Run:
         return self._state.finished if self._state else self._status is not RunStatus.RUNNING
 
     @property
+    def on_error(self) -> str:
+        """``"warn"`` or ``"raise"``, as given to ``init()``."""
+        return self._state.on_error if self._state else "warn"
+
+    @property
     def span(self) -> trace.Span:
         """The run's root OpenTelemetry span."""
         return self._span
