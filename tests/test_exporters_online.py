@@ -18,8 +18,9 @@ import pytest
 
 import prime_runs as pr
 from _support import load_jsonl
-from prime_runs import _worker
+from prime_runs import _ledger
 from prime_runs._encode import encode
+from prime_runs.exporters import _channel
 from prime_runs.exporters import traces as traces_mod
 from prime_runs.platform import _http
 from prime_runs.projection import build_samples
@@ -37,7 +38,7 @@ ALL_EPISODES = EPISODES + EDGE
 def _fast_retries(monkeypatch: pytest.MonkeyPatch) -> None:
     # Same policy, shorter waits: tests must not sit out real back-offs.
     monkeypatch.setattr(traces_mod, "BACKOFF_BASE", 0.005)
-    monkeypatch.setattr(_worker, "FIRST_BACKOFF", 0.005)
+    monkeypatch.setattr(_channel, "FIRST_BACKOFF", 0.005)
     monkeypatch.setattr(_http, "backoff", lambda attempt: 0.0)
 
 
@@ -394,14 +395,16 @@ def test_finish_honours_its_deadline_and_late_answers_change_no_counter(
     # The abandoned upload now lands; the run's counts stay as finish() reported them.
     _wait_for(lambda: len(prime_env.receipts) >= 1, "the late receipt")
     workers = run._state.workers  # type: ignore[union-attr]
-    _wait_for(lambda: not any(w._thread and w._thread.is_alive() for w in workers), "workers")
+    _wait_for(lambda: not any(w.delivering() for w in workers), "deliveries")
     assert run.failed_records == failed
     assert run.acknowledged_records == acked
     assert prime_env.evaluations[run.id]["finalize_count"] == 1
 
 
-def _fill_queues(p: StandInPlatform, run: pr.Run, records: list[dict[str, Any]]) -> None:
-    """Log ``records`` while both workers hold the first one in a stalled request."""
+def _fill_queues(
+    p: StandInPlatform, run: pr.Run, records: list[dict[str, Any]], dropped: int
+) -> None:
+    """Log ``records`` while both sinks hold the first one in a stalled request."""
     p.stall(None, 60)
     try:
         run.log_episodes(records[0])
@@ -409,36 +412,41 @@ def _fill_queues(p: StandInPlatform, run: pr.Run, records: list[dict[str, Any]])
             lambda: {r.route for r in p.requests} >= {"traces_upload", "samples_append"},
             "both stalled uploads",
         )
-        run.log_episodes(records[1:])  # each queue (4 places) takes 4; 16 reach no sink
-        assert run.dropped_records == 16
+        run.log_episodes(records[1:])
+        assert run.dropped_records == dropped
         assert run.failed_records == {}
     finally:
         p.unstall()
 
 
-def test_a_full_queue_counts_exact_drops_without_a_journal(
+def test_without_a_journal_records_over_the_memory_bound_are_exact_drops(
     prime_env: StandInPlatform, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(_worker, "MAX_QUEUE_ITEMS", 4)
+    # Without a journal the bytes beside the spans are the only copy: 4 fit (the one in
+    # the stalled request among them), the other 17 reach no sink and are counted.
+    monkeypatch.setattr(_ledger, "MAX_HELD_ITEMS", 4)
     records = _episodes(21)
     run = _init(prime_env, tmp_path, journal=False)
-    _fill_queues(prime_env, run, records)
+    _fill_queues(prime_env, run, records, dropped=17)
     run.finish()
-    assert run.dropped_records == 16
+    assert run.dropped_records == 17
     assert run.failed_records == {}
-    assert run.acknowledged_records == {"traces": 5, "eval_samples": 5}
+    assert run.acknowledged_records == {"traces": 4, "eval_samples": 4}
     in_traces = set(prime_env.episodes)
     in_samples = {r["sample_id"] for r in prime_env.samples(run.id)}
-    assert in_traces == in_samples == {r["id"] for r in records[:5]}
+    assert in_traces == in_samples == {r["id"] for r in records[:4]}
 
 
 def test_a_full_queue_is_made_good_from_the_journal_at_finish(
     prime_env: StandInPlatform, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(_worker, "MAX_QUEUE_ITEMS", 4)
+    # A 4-span BatchSpanProcessor queue drops most spans, and only 4 payloads stay in
+    # memory: the rest are read back from the journal and delivered at finish.
+    monkeypatch.setenv("OTEL_BSP_MAX_QUEUE_SIZE", "4")
+    monkeypatch.setattr(_ledger, "MAX_HELD_ITEMS", 4)
     records = _episodes(21)
     run = _init(prime_env, tmp_path)
-    _fill_queues(prime_env, run, records)
+    _fill_queues(prime_env, run, records, dropped=0)
     run.finish()
     assert run.dropped_records == 0
     assert run.failed_records == {}
@@ -489,6 +497,6 @@ def test_a_late_receipt_is_journaled_so_sync_will_not_resend_it(
     finally:
         prime_env.unstall()
     workers = run._state.workers  # type: ignore[union-attr]
-    _wait_for(lambda: not any(w._thread and w._thread.is_alive() for w in workers), "workers")
+    _wait_for(lambda: not any(w.delivering() for w in workers), "deliveries")
     acked = run._state.archive.acknowledged()  # type: ignore[union-attr]
     assert len(acked.get("traces", ())) == len(prime_env.episodes) > 0

@@ -17,8 +17,7 @@ from __future__ import annotations
 import math
 import threading
 import time
-from collections.abc import Callable, Sequence
-from typing import Any
+from collections.abc import Callable
 
 from .errors import ConfigurationError
 
@@ -27,7 +26,6 @@ MAX_WAIT = 24 * 3600.0  # what `inf` (or any longer timeout) means
 CLOSE_MARGIN = 0.5  # finish(timeout=T) returns within T plus this
 SILENT_GRACE = 10.0
 DOWN_CLOSE_BUDGET = 3.0
-_POLL = 0.25  # how often the drain looks at the sinks' progress
 
 
 def check_timeout(timeout: object, *, default: float, what: str) -> float:
@@ -57,30 +55,6 @@ def budget(timeout: object, default: float) -> float:
         return check_timeout(timeout, default=default, what="finish")
     except ConfigurationError:
         return default
-
-
-def drain_sinks(
-    workers: Sequence[Any], started: float, send_by: float, stored_any: Callable[[], bool]
-) -> bool:
-    """Wait until every sink is drained or ``send_by``. Returns True when it gave up early
-    because the platform has stored nothing during the whole run (``stored_any``) for
-    ``SILENT_GRACE`` seconds of this wait while records were pending."""
-    while True:
-        busy = [w for w in workers if w.pending()]
-        now = time.monotonic()
-        if not busy or now >= send_by:
-            return False
-        if now - started >= SILENT_GRACE and not stored_any():
-            return True
-        step = min(send_by, now + _POLL)
-        for worker in busy:
-            worker.drain(step)
-
-
-def platform_down(workers: Sequence[Any]) -> bool:
-    """Every sink that matters stopped after repeated transient failures."""
-    relevant = [w for w in workers if not w.quiet]
-    return bool(relevant) and all(w.failing for w in relevant)
 
 
 class CloseOut:

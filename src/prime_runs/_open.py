@@ -18,7 +18,6 @@ from ._argcheck import check_arguments
 from ._runconfig import capture_config
 from ._state import RAISE, WARN, Identity, RunState
 from ._version import __version__
-from ._worker import SinkWorker
 from .errors import ConfigurationError, EnvironmentResolutionError, PrimeRunsError
 from .exporters.samples import SamplesSink
 from .exporters.traces import TracesSink
@@ -277,18 +276,16 @@ def wire_sinks(
 ) -> None:
     """Attach the online sinks (Prime Traces, v0 samples) to a run."""
     assert settings.api_key is not None
+    sinks: list[Any] = []
     if opts is None or opts.traces:
-        sink = TracesSink(
-            api_key=settings.api_key,
-            traces_url=settings.traces_url,
-            team_id=settings.team_id,
-            context=dict(context),
-        )
-        state.workers.append(
-            SinkWorker(sink, on_outcome=state.on_outcome, on_late=state.on_late_outcome)
+        sinks.append(
+            TracesSink(
+                api_key=settings.api_key,
+                traces_url=settings.traces_url,
+                team_id=settings.team_id,
+                context=dict(context),
+            )
         )
     if opts is None or opts.samples:
-        samples = SamplesSink(PlatformClient(settings), registration.id)
-        state.workers.append(
-            SinkWorker(samples, on_outcome=state.on_outcome, on_late=state.on_late_outcome)
-        )
+        sinks.append(SamplesSink(PlatformClient(settings), registration.id))
+    state.delivery.attach(sinks)

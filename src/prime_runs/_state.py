@@ -1,4 +1,4 @@
-"""One run's engine: identity, journal, sink workers, counters and the finish sequence.
+"""One run's engine: identity, journal, delivery, counters and the finish sequence.
 
 ``Run`` (the handle), ``RunProcessor`` (raw spans) and ``prime-runs sync`` all
 drive a run through this object, so the three entry points behave the same.
@@ -14,22 +14,21 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from . import _finishing, _refused
+from . import _finishing
 from ._accounting import Counters
 from ._archive import REJECTED, SKIPPED, RunArchive, settled_name
+from ._delivery import Delivery
 from ._encode import Encoded, record_id
 from ._finishing import DEFAULT_FINISH_TIMEOUT
 from ._json import sanitize_nonfinite
 from ._loggate import LogGate
 from .errors import JournalError, PrimeRunsError, RecordError, describe
-from .exporters._base import Item, Outcome
+from .exporters._base import Outcome
 from .metrics import SummaryAccumulator
 from .status import RunStatus
 
 logger = logging.getLogger("prime_runs")
 
-# Queued records keep their decoded form only while the queues are this short.
-MAPPING_QUEUE_BYTES = 4 * 1024 * 1024
 WARN = "warn"
 RAISE = "raise"
 
@@ -69,7 +68,10 @@ class RunState:
         self._finish_lock = threading.RLock()  # a signal handler may re-enter
         self.counters = Counters()
         self.summary_acc = SummaryAccumulator()
-        self.workers: list[Any] = []  # SinkWorker, attached by the online wiring
+        # The sinks, attached by the online wiring (none offline).
+        self.delivery = Delivery(
+            identity.run_id, archive, on_outcome=self.on_outcome, on_late=self.on_late_outcome
+        )
         self.status = RunStatus.RUNNING
         self.finishing = False
         self.finished = False
@@ -84,7 +86,6 @@ class RunState:
         self._closed = False  # the platform confirmed the close-out
         self._journal_failing = False
         self._late_error: int | None = None  # index in errors of the late-logging entry
-        self._refused = _refused.RefusedRecords()  # what a full queue refused, to resend
         self._ack_failing = False  # reported once until an acknowledgement is written again
         if archive is not None and owner:
             try:
@@ -97,6 +98,11 @@ class RunState:
     @property
     def run_id(self) -> str:
         return self.identity.run_id
+
+    @property
+    def workers(self) -> list[Any]:
+        """The run's sink channels (empty offline)."""
+        return list(self.delivery.channels.values())
 
     @property
     def forked(self) -> bool:
@@ -147,37 +153,28 @@ class RunState:
             self.summary_acc.add(encoded.record)
         if encoded.restamped:
             self._note_restamp()
-        if not self.workers:
+        channels = self.delivery.channels
+        if not channels:
             if key is not None or self.archive is None:
                 with self._lock:
                     self.counters.logged += 1
             return
-        mapping = None
-        if encoded.owned and all(w.queued_bytes < MAPPING_QUEUE_BYTES for w in self.workers):
-            mapping = encoded.record  # bounded: decoded dicts are several times their JSON
-        item = Item(
-            encoded.kind, encoded.data, key, encoded.problem, record_id(encoded.record), mapping
+        mapping = encoded.record if encoded.owned else None
+        held = self.delivery.hand(
+            (encoded.kind, encoded.data, key, encoded.problem, record_id(encoded.record), mapping)
         )
-        refused = [w for w in self.workers if not w.put(item)]
+        retired = [c for c in channels.values() if c.retired is not None]
         with self._lock:
             self.counters.logged += 1
-            if not refused:
-                return
-            # A retired sink's refusal is that sink's failure (or a quiet skip); "dropped"
-            # is only a record every open sink refused because its queue was full.
-            full = [w for w in refused if w.retired is None]
-            open_ = [w for w in self.workers if w.retired is None]
-            dropped = bool(full) and len(full) == len(open_)
-            if dropped:
+            if not held:
+                # Not in the journal and over the memory bound: it reaches no sink.
                 self.counters.dropped += 1
-            for worker in refused:
-                if worker.quiet:
-                    Counters.add(self.counters.skipped, worker.name, 1)
-                elif not (dropped and worker in full):
-                    Counters.add(self.counters.failed, worker.name, 1)
-            if key is not None and full:
-                # A full queue (not a retired sink) is retried from the journal at finish.
-                self._refused.note(key, item.kind, tuple(w.name for w in full), dropped)
+            for channel in retired:
+                # A retired sink's refusal is that sink's failure (or a quiet skip).
+                if channel.quiet:
+                    Counters.add(self.counters.skipped, channel.name, 1)
+                else:
+                    Counters.add(self.counters.failed, channel.name, 1)
 
     def _journal_failed(self, encoded: Encoded, exc: OSError) -> None:
         with self._lock:
@@ -296,7 +293,8 @@ class RunState:
 
     def flush(self, timeout: float | None) -> bool:
         deadline = time.monotonic() + _finishing.budget(timeout, DEFAULT_FINISH_TIMEOUT)
-        return all(w.drain(deadline) for w in self.workers)
+        self.delivery.drain(deadline)
+        return not self.delivery.pending()
 
     def finish(
         self,
@@ -328,15 +326,19 @@ class RunState:
         elif self.owner and not self.forked:
             self.summary = self._computed_summary()
         # Drain before closing: the platform computes statistics at finalize.
-        silent = _finishing.drain_sinks(self.workers, started, send_by, self._stored_any)
-        down = silent or _finishing.platform_down(self.workers)
+        # Whatever the live queues have not delivered (dropped, failed, still queued) goes
+        # now, from the ledger (bytes in memory or in the journal), through the same sinks.
+        self.delivery.stop_by(send_by)
+        silent = self.delivery.drain(
+            send_by,
+            started=started,
+            stored_any=self._stored_any,
+            silent_after=_finishing.SILENT_GRACE,
+        )
+        down = silent or self.delivery.platform_down()
         if down:
-            send_by = min(send_by, time.monotonic())
             deadline = min(deadline, time.monotonic() + _finishing.DOWN_CLOSE_BUDGET)
-        if self.archive is not None:
-            refused = self._refused.take()
-            _refused.resend(refused, self.archive, self.workers, self.counters, self._lock, send_by)
-        self._close_workers(send_by)
+        self._close_workers()
         if down:
             self._report_down()
         closed = self._close_out(status, error, deadline)
@@ -351,17 +353,15 @@ class RunState:
         with self._lock:
             return any(self.counters.acked.values())
 
-    def _close_workers(self, send_by: float) -> None:
-        for worker in self.workers:
-            left = worker.close(send_by)
-            if left:
-                with self._lock:
-                    Counters.add(self.counters.failed, worker.name, left)
-                self.report(
-                    f"{worker.name}: {left} records were not sent before the finish "
-                    "deadline; they are in the archive for `prime-runs sync`",
-                    warn=False,
-                )
+    def _close_workers(self) -> None:
+        for sink, left in self.delivery.close().items():
+            with self._lock:
+                Counters.add(self.counters.failed, sink, left)
+            self.report(
+                f"{sink}: {left} records were not sent before the finish deadline; they are "
+                "in the archive for `prime-runs sync`",
+                warn=False,
+            )
 
     def _report_down(self) -> None:
         with self._lock:
@@ -470,11 +470,9 @@ class RunState:
         self.summary_acc = SummaryAccumulator()
         self._first_error = None
         self._raised = False
-        self._refused = _refused.RefusedRecords()
         self.gate = LogGate()
         self._status_lock = threading.Lock()
         self._late_error = None
         self._journal_failing = False
         self._ack_failing = False
-        for worker in self.workers:
-            worker.after_fork()
+        self.delivery.after_fork()

@@ -48,6 +48,9 @@ RECORD_KIND = "prime.record.kind"  # "episode" | "trace"
 RECORD_ENV = "prime.record.environment"
 RECORD_REWARD = "prime.record.reward"
 RECORD_BYTES = "prime.record.bytes"  # encoded size, when the payload travels beside the span
+# The run's handle for a record whose payload travels beside its span (the SDK's own record
+# spans on the delivery path): the run's ledger holds the bytes or their journal key.
+RECORD_REF = "prime.record.ref"
 
 # W3C baggage key that lets another process join a run.
 BAGGAGE_RUN_ID = "prime.run.id"

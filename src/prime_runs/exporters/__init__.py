@@ -1,1 +1,26 @@
-"""Sinks that the run's workers feed: Prime Traces uploads and v0 sample rows."""
+"""OpenTelemetry span exporters that deliver a run's records (a documented public module).
+
+- :class:`PrimeTracesExporter`: Prime Traces uploads (sink ``traces``).
+- :class:`SampleTableExporter`: v0 sample-table rows (sink ``eval_samples``).
+- :class:`PrimeRunsExporter`: both.
+
+They subclass ``opentelemetry.sdk.trace.export.SpanExporter`` and run under
+OpenTelemetry's own ``BatchSpanProcessor`` (the SDK's live path) or a user's processor.
+See ``docs/opentelemetry.md``.
+"""
+
+from ._exporter import (
+    PrimeRunsExporter,
+    PrimeTracesExporter,
+    RunRecordExporter,
+    SampleTableExporter,
+    exporter_for,
+)
+
+__all__ = [
+    "PrimeRunsExporter",
+    "PrimeTracesExporter",
+    "RunRecordExporter",
+    "SampleTableExporter",
+    "exporter_for",
+]

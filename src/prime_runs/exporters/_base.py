@@ -22,6 +22,7 @@ class Item:
     # The decoded record, when the SDK owns it (a fresh to_record() result) and the queue
     # is short: the sample projection then skips decoding ``data`` again. Never mutated.
     mapping: Any = None
+    ref: int | None = None  # the run's handle for the record in flight (see ``_ledger``)
 
 
 @dataclass

@@ -1,0 +1,253 @@
+"""One run's delivery: its ledger, a channel per sink, and the live path under
+OpenTelemetry's own ``BatchSpanProcessor``.
+
+Live, every record becomes a small span (the run id and the record's ledger handle; the
+payload stays beside it in the ledger) handed to one ``BatchSpanProcessor`` per sink, whose
+exporter (``prime_runs.exporters``) claims the records from the ledger and delivers them
+through the sink's channel. The processor may drop on a full queue, swallow exceptions or
+clear its queue after a fork: the ledger still knows every record a sink has not settled, and
+:meth:`Delivery.drain` (``flush()``/``finish()``) delivers those through the same channel,
+within the caller's deadline.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import secrets
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import ReadableSpan
+from opentelemetry.sdk.trace.export import BatchSpanProcessor
+from opentelemetry.trace import SpanContext, TraceFlags
+
+from . import _registry, semconv
+from ._archive import RunArchive
+from ._ledger import Ledger
+from .exporters._base import Outcome, Sink
+from .exporters._channel import Channel
+
+logger = logging.getLogger("prime_runs")
+
+# BatchSpanProcessor defaults for this workload, each overridden by its OTEL_BSP_* variable.
+# Let a batch fill for a moment: a few large requests cost far less (CPU, GIL hand-offs,
+# requests) than one per record, and flush()/finish() do not wait for the delay.
+SCHEDULE_DELAY_MILLIS = 200
+# A span on this path is a few hundred bytes (the payload is beside it), so a batch of this
+# many is one request or a few; the sinks split by bytes themselves.
+MAX_EXPORT_BATCH_SIZE = 2048
+# Four batches in the queue; what a full queue drops is delivered from the ledger at
+# flush/finish, so a larger queue would only hold more memory.
+MAX_QUEUE_SIZE = 8192
+_ENV = {
+    "max_queue_size": ("OTEL_BSP_MAX_QUEUE_SIZE", MAX_QUEUE_SIZE),
+    "schedule_delay_millis": ("OTEL_BSP_SCHEDULE_DELAY", SCHEDULE_DELAY_MILLIS),
+    "max_export_batch_size": ("OTEL_BSP_MAX_EXPORT_BATCH_SIZE", MAX_EXPORT_BATCH_SIZE),
+}
+_POLL = 0.25  # how often a drain looks at the sinks' progress
+_RESOURCE = Resource.get_empty()
+
+OutcomeHandler = Callable[[Channel, Outcome], None]
+
+
+def batch_settings() -> dict[str, int]:
+    """The ``BatchSpanProcessor`` settings: ``OTEL_BSP_*`` where set (and valid), else ours."""
+    chosen: dict[str, int] = {}
+    for arg, (env, default) in _ENV.items():
+        raw = os.environ.get(env, "").strip()
+        try:
+            value = int(raw) if raw else default
+        except ValueError:
+            logger.warning("prime-runs: %s=%r is not an integer; using %d", env, raw, default)
+            value = default
+        chosen[arg] = value if value > 0 else default
+    # The SDK refuses a batch larger than the queue.
+    chosen["max_export_batch_size"] = min(chosen["max_export_batch_size"], chosen["max_queue_size"])
+    return chosen
+
+
+class Delivery:
+    """Thread-safe. ``on_outcome``/``on_late`` account a settled delivery (journal acks,
+    counters); the ledger is updated here, after them."""
+
+    def __init__(
+        self,
+        run_id: str,
+        archive: RunArchive | None,
+        *,
+        on_outcome: OutcomeHandler,
+        on_late: OutcomeHandler,
+    ) -> None:
+        self.run_id = run_id
+        self._archive = archive
+        self._on_outcome = on_outcome
+        self._on_late = on_late
+        self.channels: dict[str, Channel] = {}
+        self._processors: dict[str, BatchSpanProcessor] = {}
+        self.ledger = Ledger((), archive)
+        self._trace_id = int.from_bytes(secrets.token_bytes(16), "big") or 1
+
+    def __repr__(self) -> str:
+        return f"Delivery({self.run_id!r}, sinks={list(self.channels)})"
+
+    # -- wiring ------------------------------------------------------------------------
+
+    def attach(self, sinks: list[Sink]) -> None:
+        """Deliver to ``sinks`` (called once, before the first record)."""
+        from .exporters import exporter_for  # the public classes import this package
+
+        for sink in sinks:
+            self.channels[sink.name] = Channel(sink, on_outcome=self._settled, on_late=self._late)
+        self.ledger = Ledger(list(self.channels), self._archive)
+        if not self.channels:
+            return
+        _registry.register(self.run_id, self)
+        settings = batch_settings()
+        for name in self.channels:
+            self._processors[name] = BatchSpanProcessor(exporter_for(name), **settings)
+
+    # -- the live path -----------------------------------------------------------------
+
+    def hand(self, item: Any) -> bool:
+        """Hold ``item`` (kind, data, key, problem, record_id, mapping) for every open sink
+        and queue its span. False when it cannot be held (no journal, memory bound)."""
+        open_ = [c.name for c in self.channels.values() if c.retired is None]
+        if not open_:
+            return True
+        ref = self.ledger.add(*item, sinks=open_)
+        if ref is None:
+            return False
+        span = ReadableSpan(
+            name=item[0],
+            # Sampled whatever the user's head sampler says: delivery never depends on it.
+            context=SpanContext(self._trace_id, ref + 1, False, TraceFlags(TraceFlags.SAMPLED)),
+            attributes={semconv.RUN_ID: self.run_id, semconv.RECORD_REF: ref},
+            resource=_RESOURCE,
+        )
+        for name in open_:
+            processor = self._processors.get(name)
+            if processor is not None:
+                processor.on_end(span)
+        return True
+
+    def export(self, sink: str, refs: list[int]) -> bool:
+        """Deliver the records ``refs`` to ``sink`` (an exporter's ``export``); False when
+        some of them are not stored (yet)."""
+        channel = self.channels.get(sink)
+        if channel is None:
+            return True
+        items = self.ledger.claim(sink, refs, max_items=len(refs) or 1, max_bytes=1 << 62)
+        if not items and not channel.held():
+            return True
+        outcome = channel.deliver(items)
+        return not (outcome.unsent or channel.held())
+
+    # -- outcomes ----------------------------------------------------------------------
+
+    def _settled(self, channel: Channel, outcome: Outcome) -> None:
+        try:
+            self._on_outcome(channel, outcome)
+        finally:
+            self._settle_ledger(channel.name, outcome)
+
+    def _late(self, channel: Channel, outcome: Outcome) -> None:
+        self._on_late(channel, outcome)
+
+    def _settle_ledger(self, sink: str, outcome: Outcome) -> None:
+        done = [*outcome.acked, *outcome.skipped]
+        done += [item for item, _ in outcome.rejected]
+        done += [item for item, _ in outcome.unsent]
+        self.ledger.settle(sink, done)
+        if outcome.retry:  # not kept by the channel: another delivery may take them
+            self.ledger.release(sink, outcome.retry)
+
+    # -- flush and finish --------------------------------------------------------------
+
+    def pending(self) -> int:
+        return sum(self.ledger.waiting(name) for name in self.channels)
+
+    def drain(
+        self,
+        until: float,
+        *,
+        started: float | None = None,
+        stored_any: Callable[[], bool] | None = None,
+        silent_after: float = 0.0,
+    ) -> bool:
+        """Deliver every record a sink has not settled, until ``until``. True when it gave
+        up early because the platform stored nothing during the whole run (``stored_any``)
+        for ``silent_after`` seconds since ``started`` while records were pending."""
+        threads = [
+            threading.Thread(
+                target=self._drain_one, args=(c, until), name=f"prime-runs-{c.name}", daemon=True
+            )
+            for c in self.channels.values()
+            if c.retired is None and (self.ledger.waiting(c.name) or c.held())
+        ]
+        for thread in threads:
+            thread.start()
+        while any(t.is_alive() for t in threads):
+            now = time.monotonic()
+            if now >= until:
+                return False
+            if started is not None and stored_any is not None and now - started >= silent_after:
+                if not stored_any():
+                    self.stop_by(now)
+                    return True
+            for thread in threads:
+                thread.join(max(0.0, min(until, now + _POLL) - time.monotonic()))
+        return False
+
+    def _drain_one(self, channel: Channel, until: float) -> None:
+        name = channel.name
+        while time.monotonic() < until and channel.retired is None:
+            items = self.ledger.claim(name)
+            if items or channel.held():
+                channel.deliver(items, until)
+            elif self.ledger.waiting(name):
+                # Claimed by a live export in flight: wait for it to settle.
+                self.ledger.wait_change(min(_POLL, until - time.monotonic()))
+            else:
+                return
+
+    def stop_by(self, at: float) -> None:
+        for channel in self.channels.values():
+            channel.stop_by(at)
+
+    def platform_down(self) -> bool:
+        """Every sink that matters stopped after repeated transient failures."""
+        relevant = [c for c in self.channels.values() if not c.quiet]
+        return bool(relevant) and all(c.failing for c in relevant)
+
+    def close(self) -> dict[str, int]:
+        """Stop every sink; per sink, how many records it never settled."""
+        left: dict[str, int] = {}
+        for name, channel in self.channels.items():
+            channel.close()
+            n = self.ledger.close(name)
+            if n:
+                left[name] = n
+        for processor in self._processors.values():
+            # Its queue holds only spans of records settled above; its shutdown joins a
+            # worker that may sit in a stalled request, so nobody waits for it.
+            threading.Thread(target=_shutdown, args=(processor,), daemon=True).start()
+        _registry.unregister(self.run_id, self)
+        return left
+
+    def after_fork(self) -> None:
+        """In a forked child: the parent's records are the parent's; the processors reset
+        themselves (OpenTelemetry clears their queues in the child)."""
+        self.ledger.after_fork()
+        for channel in self.channels.values():
+            channel.after_fork()
+
+
+def _shutdown(processor: BatchSpanProcessor) -> None:
+    try:
+        processor.shutdown()
+    except Exception:
+        logger.debug("prime-runs: stopping a batch processor failed", exc_info=True)
