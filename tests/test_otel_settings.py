@@ -295,6 +295,7 @@ def test_a_record_cut_by_the_length_limit_is_reported_naming_it(variable, tmp_pa
     assert proc.returncode == 0, proc.stderr
     assert proc.stderr.count(f"was cut by {variable}=64") == 1  # once, then counted
     assert "5 records were not logged" in proc.stderr
+    assert "ended with no records: all 5 records logged into it were refused" in proc.stderr
     by_name = {
         json.loads((a.path / "run.json").read_text())["name"]: a for a in list_runs(isolated_env)
     }
@@ -398,3 +399,34 @@ def test_several_open_runs_raise_under_on_error_raise(episodes):
     assert second.logged_records == 0
     second.finish()
     first.finish()
+
+
+# -- the finish report -----------------------------------------------------------------------
+
+
+def test_a_run_that_ends_with_no_records_says_so(episodes, caplog):
+    empty = pr.init(name="empty", mode="offline")
+    full = pr.init(name="full", mode="offline")
+    full.log_episodes(episodes[:1])
+    with caplog.at_level(logging.WARNING, logger="prime_runs"):
+        empty.finish()
+        full.finish()
+    (warning,) = [r.getMessage() for r in caplog.records if "no records" in r.getMessage()]
+    assert f"run {empty.id} ended with no records: nothing was logged" in warning
+    assert RunArchive(Path(empty.archive_path)).status()["logged"] == 0
+
+
+def test_a_raw_run_whose_records_were_all_refused_says_so(isolated_env, caplog):
+    provider, _ = _provider(pr.sampler())
+    pr.configure_exporter(provider, mode="offline")
+    tracer = provider.get_tracer("app")
+    with caplog.at_level(logging.WARNING, logger="prime_runs"):
+        with tracer.start_as_current_span("run", attributes=RUN_ATTRS):
+            for payload in ("[1, 2]", "not json"):
+                with tracer.start_as_current_span("episode", attributes={"prime.record": payload}):
+                    pass
+        provider.force_flush()
+    messages = [r.getMessage() for r in caplog.records]
+    assert any("ended with no records: all 2 records" in m for m in messages)
+    status = _only_archive(isolated_env).status()
+    assert (status["logged"], status["invalid"]) == (0, 2)

@@ -26,6 +26,7 @@ from ._limits import cut_by_limit, cut_message
 from ._open import RunOptions, open_state
 from ._state import RunState
 from .errors import PrimeRunsError
+from .run import warn_if_empty
 from .sampling import note_run_ended, note_run_started
 from .status import RunStatus
 
@@ -93,6 +94,7 @@ class RunProcessor(SpanProcessor):
                     note_run_ended(context.trace_id)
                     self._ingest_events(state, span)  # before the run closes
                 if state is not None and not state.finishing:
+                    warn_if_empty(state)
                     self._finish_raw(state, span)
                 return
             state = self._members.pop(context.span_id, None)
