@@ -51,7 +51,8 @@ def main() -> None:
             for episode in fresh_episodes(NUM_EPISODES):
                 with tracer.start_as_current_span("rollout"):  # the app's own work
                     pr.log_episodes(episode)
-        # Ending the `run` span closed the run.
+        # Ending the `run` span closes the run, in the background.
+    provider.force_flush()  # wait for that close-out (exit would wait too)
 
     spans = exporter.get_finished_spans()
     counts = Counter(span.name for span in spans)

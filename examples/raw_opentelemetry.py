@@ -45,15 +45,17 @@ def run_eval(tracer: trace.Tracer) -> str:
             }
             with tracer.start_as_current_span("episode", attributes=episode_attributes):
                 pass  # the rollout would run here
-    # Ending the `run` span closed the run: completed, since no exception escaped (one
-    # would have made it failed). With no prime.run.summary attribute, the summary was
-    # computed from the episodes.
+    # Ending the `run` span closes the run, in the background: completed, since no
+    # exception escaped (one would have made it failed). With no prime.run.summary
+    # attribute, the summary is computed from the episodes.
     return run_id
 
 
 def main() -> None:
-    pr.configure_exporter(mode="offline")  # archive under PRIME_RUNS_DIR or ./prime-runs
+    # The archive goes under PRIME_RUNS_DIR or ./prime-runs.
+    processor = pr.configure_exporter(mode="offline")
     run_id = run_eval(trace.get_tracer("my-harness"))
+    processor.force_flush()  # wait for the close-out (provider.force_flush() and exit do too)
 
     root = Path(os.environ.get("PRIME_RUNS_DIR") or "prime-runs")
     archive = root / run_id

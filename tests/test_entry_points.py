@@ -66,6 +66,7 @@ def via_configure_exporter(root: Path, episodes: list[dict]) -> Path:
     tracer = provider.get_tracer("app")
     with tracer.start_as_current_span("run", attributes=ATTRS):
         pr.log_episodes(episodes)
+    assert provider.force_flush()  # the close-out runs in the background
     (run_dir,) = [a.path for a in list_runs(root)]
     return run_dir
 
@@ -120,6 +121,7 @@ def test_raw_run_span_with_error_status_is_failed(tmp_path):
     tracer = provider.get_tracer("app")
     with tracer.start_as_current_span("run", attributes=ATTRS) as span:
         span.set_status(Status(StatusCode.ERROR, "eval broke"))
+    assert provider.force_flush()
     (archive,) = list_runs(tmp_path)
     status = archive.status()
     assert status["status"] == "failed"
@@ -137,6 +139,7 @@ def test_raw_run_span_status_attribute_and_summary(tmp_path):
     }
     with tracer.start_as_current_span("run", attributes=attrs):
         pass
+    assert provider.force_flush()
     (archive,) = list_runs(tmp_path)
     assert archive.status()["status"] == "cancelled"
     assert archive.status()["summary"] == {"avg_reward": 0.25}
@@ -162,6 +165,7 @@ def test_a_bad_raw_record_is_contained(tmp_path, caplog):
             pass
         with tracer.start_as_current_span("episode", attributes={"prime.record": '{"id": "ok"}'}):
             pass
+    assert provider.force_flush()
     (archive,) = list_runs(tmp_path)
     assert [json.loads(d)["id"] for _, _, d in archive.iter_records()] == ["ok"]
     assert archive.status()["status"] == "completed"
@@ -230,6 +234,7 @@ def test_raw_run_with_an_unknown_status_still_closes(tmp_path, caplog):
     tracer = provider.get_tracer("app")
     with tracer.start_as_current_span("run", attributes={**ATTRS, semconv.RUN_STATUS: "done"}):
         pass
+    assert provider.force_flush()
     (archive,) = list_runs(tmp_path)
     assert archive.status()["status"] == "completed"
     assert "'done' is not a run status" in caplog.text

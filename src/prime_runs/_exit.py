@@ -5,10 +5,11 @@ undone). Runs and run states are tracked weakly so a dropped handle is not kept
 alive by us.
 
 - **Exit without finish** (atexit, and multiprocessing's own exit path, which
-  skips atexit): an owned run is closed out as CRASHED; a forked child's or a
-  joined worker's run is only drained. Everything shares one bounded budget,
-  ``EXIT_TIMEOUT``; what is not sent by then stays in the journal for
-  ``prime-runs sync``.
+  skips atexit): an owned run is closed out as CRASHED and its span ended (before
+  any provider shuts down, so every exporter gets it); a forked child's or a
+  joined worker's run is only drained; close-outs of raw run spans still under way
+  are waited for. Everything shares one bounded budget, ``EXIT_TIMEOUT``; what is
+  not sent by then stays in the journal for ``prime-runs sync``.
 - **Fork**: the child drops the parent's queues, threads, locks and
   connections (``RunState.after_fork``); the journal opens files of its own
   on first write. The parent keeps the lifecycle.
@@ -28,6 +29,8 @@ import time
 import weakref
 from types import FrameType
 from typing import TYPE_CHECKING, Any
+
+from . import _closeouts
 
 if TYPE_CHECKING:
     from ._state import RunState
@@ -160,14 +163,34 @@ def close_all(budget: float, status: RunStatus | None = None, reason: str | None
                 run.finish(None, status, reason, timeout=left)
         except Exception:
             logger.warning("prime-runs: closing run %s failed", run.id, exc_info=True)
+    closing = {id(s) for s in _closeouts.pending()}  # waited for below
     for state in _live_states():
-        # States without a handle; owned ones are closed by the processor's shutdown.
-        if id(state) in handled or state.finishing or (state.owner and not state.forked):
+        # States without a handle (raw run spans, joined spans).
+        if id(state) in handled or id(state) in closing or state.finishing:
             continue
-        try:
-            state.finish(state.status, None, None, max(0.0, deadline - time.monotonic()))
-        except Exception:
-            logger.warning("prime-runs: draining run %s failed", state.run_id, exc_info=True)
+        _close_state(state, status, reason, max(0.0, deadline - time.monotonic()))
+    # Close-outs of raw run spans that ended moments ago; at a normal exit the
+    # interpreter has already waited for them (their threads are not daemons).
+    _closeouts.wait(deadline)
+
+
+def _close_state(
+    state: RunState, status: RunStatus | None, reason: str | None, left: float
+) -> None:
+    """Close an owned run (its span too, before any provider shuts down, so every
+    exporter still gets it); only drain a forked child's or a joined worker's."""
+    try:
+        if state.owner and not state.forked:
+            from .run import CRASH_REASON
+            from .status import RunStatus
+
+            crashed = status is None
+            final = RunStatus.CRASHED if status is None else status
+            _closeouts.close_open(state, final, CRASH_REASON if crashed else reason, left)
+        else:
+            state.finish(state.status, None, None, left)
+    except Exception:
+        logger.warning("prime-runs: closing run %s failed", state.run_id, exc_info=True)
 
 
 # -- fork --------------------------------------------------------------------------

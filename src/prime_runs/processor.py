@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import logging
 import threading
+import time
 import weakref
 from typing import Any
 
@@ -20,7 +21,7 @@ from opentelemetry import context as otel_context
 from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
 from opentelemetry.trace import SpanContext, StatusCode
 
-from . import _exit, semconv
+from . import _closeouts, _exit, semconv
 from ._encode import encode
 from ._limits import cut_by_limit, cut_message
 from ._open import RunOptions, open_state
@@ -34,6 +35,8 @@ logger = logging.getLogger("prime_runs")
 
 # Context key through which init() hands a registered run to on_start.
 STATE_KEY = otel_context.create_key("prime_runs.run_state")
+SHUTDOWN_TIMEOUT = 30.0  # seconds shutdown() may take in all, as OpenTelemetry's own processors
+SHUTDOWN_REASON = "the tracer provider shut down before the run span ended"
 
 
 class RunProcessor(SpanProcessor):
@@ -109,16 +112,23 @@ class RunProcessor(SpanProcessor):
             logger.warning("prime-runs: could not process a span", exc_info=True)
 
     def shutdown(self) -> None:
-        # The provider is going away: a run still open was never finished.
+        """Close runs still open as crashed and end their spans (the processors added
+        after this one still export them), then wait for close-outs under way; all
+        within ``SHUTDOWN_TIMEOUT``."""
+        deadline = time.monotonic() + SHUTDOWN_TIMEOUT
         for state in self.open_runs():
-            if not state.finishing and state.owner and not state.forked:
-                state.finish(
-                    RunStatus.CRASHED, None, "process exited without finishing the run", 10.0
-                )
+            if state.finishing or not state.owner or state.forked:
+                continue  # a forked child or a joined worker never closes the run
+            left = max(0.0, deadline - time.monotonic())
+            _closeouts.close_open(state, RunStatus.CRASHED, SHUTDOWN_REASON, left)
+        _closeouts.wait(deadline, owner=self)
 
     def force_flush(self, timeout_millis: int = 30000) -> bool:
-        states = self.open_runs()
-        return all(state.flush(timeout_millis / 1000) for state in states)
+        """Wait for close-outs under way, then for open runs' uploads, within the timeout."""
+        deadline = time.monotonic() + max(0, timeout_millis) / 1000
+        closed = _closeouts.wait(deadline, owner=self)
+        flushed = [state.flush(max(0.0, deadline - time.monotonic())) for state in self.open_runs()]
+        return closed and all(flushed)
 
     # -- runs opened by raw spans ------------------------------------------------------
 
@@ -196,12 +206,12 @@ class RunProcessor(SpanProcessor):
                 )
         if not status.terminal:
             status = RunStatus.COMPLETED
-        state.finish(
-            status,
-            summary if isinstance(summary, dict) else None,
-            str(reason) if reason else None,
-            None,
-        )
+        final = status
+        stored = summary if isinstance(summary, dict) else None
+        error = str(reason) if reason else None
+        # The drain and close-out take seconds: they must not hold the thread ending the
+        # span. force_flush(), shutdown() and process exit wait for them.
+        _closeouts.start(self, state, lambda: state.finish(final, stored, error, None))
 
     def _ingest_raw(self, state: RunState, payload: str, where: str = "attribute") -> None:
         if not state.gate.enter():
