@@ -145,6 +145,21 @@ def test_logging_inside_a_dropped_span_goes_to_the_single_open_run(episodes):
     assert run.logged_records == 3
 
 
+@pytest.mark.parametrize("name", sorted(DROPPING))
+def test_init_runs_deliver_every_record_under_a_dropping_sampler(
+    name, episodes, prime_env: StandInPlatform
+):
+    provider, exporter = _provider(DROPPING[name])  # no prime_runs.sampler()
+    run = pr.init(name="init", environments=["gsm8k"], tracer_provider=provider)
+    with run:
+        run.log_episodes(episodes[:2])
+        pr.log_episodes(episodes[2:3])
+    assert run.mode == "online"
+    assert sorted(prime_env.episode_writes) == sorted(e["id"] for e in episodes[:3])
+    assert prime_env.evaluations[run.id]["finalize_count"] == 1
+    assert exporter.get_finished_spans() == ()  # the application's sampler was obeyed
+
+
 SAMPLER_SCRIPT = """
 import json, sys
 from opentelemetry import trace

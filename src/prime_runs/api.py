@@ -266,7 +266,7 @@ def _run_in_context() -> Run | None:
     if not span_context.is_valid:
         return None
     for run in _exit.live_runs():
-        if run.span.get_span_context().trace_id == span_context.trace_id and not run.finished:
+        if run.span.get_span_context().trace_id == span_context.trace_id:
             return run
     for processor in list(_processors.values()):
         state = processor.state_for(span_context)
