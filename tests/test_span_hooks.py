@@ -217,6 +217,40 @@ def test_exit_with_a_raw_run_span_open_crashes_it_and_the_users_exporter_gets_th
     assert run_attrs[semconv.RUN_ID] == run_id
 
 
+ATEXIT_END_SCRIPT = r"""
+import atexit, json
+import prime_runs as pr
+import prime_runs._exit
+from opentelemetry.sdk.trace import TracerProvider
+
+prime_runs._exit.EXIT_TIMEOUT = 0.5     # the exit hook alone would give up on the close-out
+provider = TracerProvider(shutdown_on_exit=False)
+pr.configure_exporter(provider)
+span = provider.get_tracer("app").start_span(
+    "run", attributes={"prime.run.name": "atexit", "prime.run.environments": ["gsm8k"]})
+print(json.dumps({"id": span.attributes["prime.run.id"]}), flush=True)
+atexit.register(span.end)   # runs before the exit hook, after Python waited for threads
+"""
+
+
+def test_a_run_span_ended_by_an_exit_handler_is_still_closed_out(
+    prime_env: StandInPlatform, tmp_path: Path
+) -> None:
+    # Past the interpreter's wait for threads, a background close-out would be cut off at
+    # exit; it runs on the exit handler's thread instead.
+    prime_env.stall("eval_finalize", 2.0)
+    script = tmp_path / "atexit_scenario.py"
+    script.write_text(ATEXIT_END_SCRIPT)
+    proc = subprocess.run(
+        [sys.executable, str(script)], capture_output=True, text=True, timeout=90, cwd=tmp_path
+    )
+    assert proc.returncode == 0, proc.stderr
+    run_id = json.loads(proc.stdout.splitlines()[0])["id"]
+    assert prime_env.evaluations[run_id]["finalize_count"] == 1
+    status = _archive(run_id).status()
+    assert (status["status"], status["closed"]) == ("completed", True)
+
+
 # -- fork --------------------------------------------------------------------------------
 
 FORK_SCRIPT = r"""

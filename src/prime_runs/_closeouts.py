@@ -55,12 +55,17 @@ _pending: list[_CloseOut] = []
 def start(owner: object, state: RunState, finish: Callable[[], object]) -> None:
     """Run ``finish`` (``state``'s close-out) on a tracked, non-daemon thread.
 
-    ``owner`` (the processor) is what ``wait(owner=...)`` selects by. Never raises: if
-    no thread can be started (the interpreter is shutting down), it runs here.
+    ``owner`` (the processor) is what ``wait(owner=...)`` selects by. Never raises. At
+    interpreter exit (or if no thread can be started) it runs on the caller's thread.
     """
     closeout = _CloseOut(owner, state)
     with _lock:
         _pending.append(closeout)
+    if not threading.main_thread().is_alive():
+        # The interpreter is exiting and has already waited for its threads (the span
+        # ended in an exit handler): nobody would wait for a new one, so finish here.
+        _work(closeout, finish)
+        return
     thread = threading.Thread(
         target=_work,
         args=(closeout, finish),
