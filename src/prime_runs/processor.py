@@ -22,12 +22,12 @@ from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
 from opentelemetry.trace import SpanContext, StatusCode
 
 from . import _closeouts, _exit, semconv
+from ._emptyrun import warn_if_empty
 from ._encode import encode
 from ._limits import cut_by_limit, cut_message
 from ._open import RunOptions, open_state
 from ._state import RunState
 from .errors import PrimeRunsError
-from .run import warn_if_empty
 from .sampling import note_run_ended, note_run_started
 from .status import RunStatus
 

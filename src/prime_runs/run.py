@@ -12,6 +12,7 @@ from opentelemetry import trace
 from opentelemetry.trace import Status, StatusCode
 
 from . import _exit, _records, semconv
+from ._emptyrun import warn_if_empty
 from ._encode import EPISODE, encode
 from ._finishing import DEFAULT_FINISH_TIMEOUT, check_timeout
 from ._join import carrier
@@ -345,37 +346,6 @@ class Run:
                 raise
             # The original exception propagates; a teardown failure never replaces it.
             logger.warning("prime-runs: closing the run failed", exc_info=True)
-
-
-def warn_if_empty(state: RunState) -> None:
-    """A run that ends with no records says so; its refused records are in ``run.errors``
-    and counted (``invalid``) in ``status.json``."""
-    if not state.owner or state.forked or _recorded_any(state):
-        return
-    refused = state.counters.invalid
-    if refused:
-        why = (
-            f"all {refused} records logged into it were refused: invalid, cut by an "
-            "attribute length limit, or logged after finish() (see run.errors)"
-        )
-    else:
-        why = (
-            "nothing was logged into it. Log with run.log_episodes() or "
-            "pr.log_episodes(), or as `episode` spans or span events carrying "
-            "prime.record under the `run` span"
-        )
-    logger.warning("prime-runs: run %s ended with no records: %s", state.run_id, why)
-
-
-def _recorded_any(state: RunState) -> bool:
-    if state.counters.logged:
-        return True
-    if state.archive is None:
-        return False
-    try:  # forked children journal records this process never counted
-        return next(iter(state.archive.iter_records()), None) is not None
-    except OSError:
-        return True  # cannot tell: claim nothing
 
 
 def _span_reward(kind: str, record: Mapping[str, Any]) -> float | None:
