@@ -19,8 +19,7 @@ from ._runconfig import capture_config
 from ._state import RAISE, WARN, Identity, RunState
 from ._version import __version__
 from .errors import ConfigurationError, EnvironmentResolutionError, PrimeRunsError
-from .exporters.samples import SamplesSink
-from .exporters.traces import TracesSink
+from .exporters._sinks import build_sinks
 from .platform._http import PlatformClient
 from .platform.environments import coerce_environments, dataset_name
 from .platform.evaluations import default_name
@@ -276,16 +275,11 @@ def wire_sinks(
 ) -> None:
     """Attach the online sinks (Prime Traces, v0 samples) to a run."""
     assert settings.api_key is not None
-    sinks: list[Any] = []
-    if opts is None or opts.traces:
-        sinks.append(
-            TracesSink(
-                api_key=settings.api_key,
-                traces_url=settings.traces_url,
-                team_id=settings.team_id,
-                context=dict(context),
-            )
-        )
-    if opts is None or opts.samples:
-        sinks.append(SamplesSink(PlatformClient(settings), registration.id))
+    sinks = build_sinks(
+        settings,
+        registration.id,
+        context,
+        traces=opts is None or opts.traces,
+        samples=opts is None or opts.samples,
+    )
     state.delivery.attach(sinks)

@@ -45,8 +45,8 @@ from ._sync_readback import Candidate, Unreadable, held_by_traces, sample_ids
 from ._sync_register import register
 from .errors import PrimeRunsError, SyncError
 from .exporters._base import Item, Outcome
-from .exporters.samples import SamplesSink
-from .exporters.traces import TracesSink
+from .exporters._channel import Channel
+from .exporters._sinks import build_sinks
 from .platform._http import PlatformClient
 from .settings import Settings
 
@@ -245,21 +245,22 @@ class _Syncer:
         self.progress.start(info.run_id, total, what)
         if TRACES in active:
             done[TRACES] |= self._landed_traces(eval_id, done[TRACES])
-        sinks: dict[str, Any] = {}
-        if TRACES in active:
-            sinks[TRACES] = TracesSink(
-                api_key=self.settings.api_key or "",
-                traces_url=self.settings.traces_url,
-                team_id=self.settings.team_id,
-                context=self._context(),
-            )
+        # The same sinks and delivery step (``Channel.deliver``) as a live run's exporters.
+        built = build_sinks(
+            self.settings,
+            eval_id,
+            self._context(),
+            traces=TRACES in active,
+            samples=SAMPLES in active,
+        )
+        sinks: dict[str, Channel] = {sink.name: Channel(sink) for sink in built}
         landed: set[str] = set()
         if SAMPLES in active:
-            samples = SamplesSink(PlatformClient(self.settings), eval_id)
-            sinks[SAMPLES] = samples
             landed = self._landed_samples(eval_id)
             # Continue the run's rollout numbering after the rows already stored.
-            samples._counters.update(self._rollout_counters(done[SAMPLES], landed))
+            sinks[SAMPLES].sink.continue_numbering(  # type: ignore[attr-defined]
+                self._rollout_counters(done[SAMPLES], landed)
+            )
         failures: list[str] = []
         try:
             self._stream(eval_id, restamp, sinks, done, landed, failures)
@@ -320,13 +321,15 @@ class _Syncer:
             return  # stopped earlier in this sync
         if self.info.mode != "online":
             self._mark_started(sink)
-        outcome: Outcome = sinks[sink].export(items, time.monotonic() + CHUNK_TIMEOUT)
+        channel = sinks[sink]
+        outcome: Outcome = channel.deliver(items, time.monotonic() + CHUNK_TIMEOUT)
         self._ack(sink, outcome.acked)
         for item, reason in outcome.rejected:
             self._settle(sink, REJECTED, [item.key] if item.key else [], reason)
         if outcome.skipped:
             self._settle(sink, SKIPPED, [i.key for i in outcome.skipped if i.key], None)
-        if outcome.retire is not None or outcome.retry:
+        # One round per sync: what failed transiently stays pending for the next run.
+        if outcome.retire is not None or channel.held():
             sinks.pop(sink).close()
             label = SINK_LABELS[sink]
             if outcome.quiet:

@@ -113,9 +113,11 @@ def sample_ids(client: Any, eval_id: str) -> set[str]:
                 idempotent=True,
             )
             rows = listing.get("samples") or []
-            ids.update(
-                str(r["sample_id"]) for r in rows if isinstance(r, dict) and "sample_id" in r
-            )
+            for row in rows:  # the same field names the live sink reads back
+                if isinstance(row, dict):
+                    value = row.get("sample_id", row.get("sampleId"))
+                    if value is not None:
+                        ids.add(str(value))
             if not rows or not listing.get("hasMore", len(rows) >= SAMPLES_PAGE):
                 return ids
             page += 1

@@ -62,6 +62,12 @@ class SamplesSink:
     def __repr__(self) -> str:
         return "SamplesSink()"
 
+    def continue_numbering(self, counts: dict[Any, int]) -> None:
+        """Number rollouts after ``counts`` (rollouts per example already stored), so a
+        later delivery (``prime-runs sync``) continues the run's numbering."""
+        for example, n in counts.items():
+            self._counters[example] = self._counters.get(example, 0) + n
+
     # -- projection ----------------------------------------------------------------
 
     def _project(self, item: Item) -> list[Row]:
