@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -249,6 +250,62 @@ def test_a_run_span_ended_by_an_exit_handler_is_still_closed_out(
     assert prime_env.evaluations[run_id]["finalize_count"] == 1
     status = _archive(run_id).status()
     assert (status["status"], status["closed"]) == ("completed", True)
+
+
+SIGTERM_SCRIPT = r"""
+import json, sys
+from opentelemetry.sdk.trace import TracerProvider
+import prime_runs as pr
+
+provider = TracerProvider()
+pr.configure_exporter(provider)
+tracer = provider.get_tracer("app")
+def attrs(name):
+    return {"prime.run.name": name, "prime.run.environments": ["gsm8k"]}
+
+ended = tracer.start_span("run", attributes=attrs("ended"))
+still_open = tracer.start_span("run", attributes=attrs("open"))
+run = pr.init(name="handled", environments=["gsm8k"], handle_signals=True,
+              tracer_provider=provider)
+ended.end()             # its close-out is under way when SIGTERM arrives
+print(json.dumps({"ended": ended.attributes["prime.run.id"],
+                  "open": still_open.attributes["prime.run.id"], "init": run.id}), flush=True)
+sys.stdin.readline()
+"""
+
+
+def test_sigterm_waits_for_close_outs_and_cancels_open_raw_runs(
+    prime_env: StandInPlatform, tmp_path: Path
+) -> None:
+    prime_env.stall("eval_finalize", 2.0)
+    script = tmp_path / "sigterm_scenario.py"
+    script.write_text(SIGTERM_SCRIPT)
+    proc = subprocess.Popen(
+        [sys.executable, str(script)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=tmp_path,
+    )
+    assert proc.stdout is not None and proc.stderr is not None
+    try:
+        first = proc.stdout.readline()
+        assert first, proc.stderr.read()
+        proc.send_signal(signal.SIGTERM)
+        proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == -signal.SIGTERM  # the default action, after the close-outs
+    ids = json.loads(first)
+    ended = _archive(ids["ended"]).status()
+    assert (ended["status"], ended["closed"]) == ("completed", True)
+    assert prime_env.evaluations[ids["ended"]]["finalize_count"] == 1
+    for key in ("open", "init"):
+        assert _archive(ids[key]).status()["status"] == "cancelled"
+        assert prime_env.evaluations[ids[key]]["status"] == "CANCELLED"
 
 
 # -- fork --------------------------------------------------------------------------------

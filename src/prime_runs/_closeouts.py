@@ -48,7 +48,8 @@ class _CloseOut:
         self.done = threading.Event()
 
 
-_lock = threading.Lock()
+# Reentrant: a signal handler closing runs may interrupt this thread while it holds it.
+_lock = threading.RLock()
 _pending: list[_CloseOut] = []
 
 
@@ -108,7 +109,7 @@ def wait(deadline: float, owner: object | None = None) -> bool:
 
 def _forget_after_fork() -> None:
     global _lock, _pending
-    _lock = threading.Lock()  # the parent's may have been held by another thread
+    _lock = threading.RLock()  # the parent's may have been held by another thread
     _pending = []
 
 

@@ -44,7 +44,8 @@ EXIT_TIMEOUT = 10.0  # seconds all exit-time draining and close-outs may take to
 # journal's sinks drain before other libraries tear down what they need.
 _MP_EXIT_PRIORITY = 100
 
-_lock = threading.Lock()
+# Reentrant: the signal handler takes it and may interrupt the main thread holding it.
+_lock = threading.RLock()
 _runs: weakref.WeakSet[Run] = weakref.WeakSet()
 _states: weakref.WeakSet[RunState] = weakref.WeakSet()
 _installed = False
@@ -184,9 +185,9 @@ def _close_state(
             from .run import CRASH_REASON
             from .status import RunStatus
 
-            crashed = status is None
             final = RunStatus.CRASHED if status is None else status
-            _closeouts.close_open(state, final, CRASH_REASON if crashed else reason, left)
+            why = CRASH_REASON if status is None else reason
+            _closeouts.close_open(state, final, why, left)
         else:
             state.finish(state.status, None, None, left)
     except Exception:
@@ -198,7 +199,7 @@ def _close_state(
 
 def _after_fork_in_child() -> None:
     global _lock
-    _lock = threading.Lock()  # the parent's may have been held by another thread
+    _lock = threading.RLock()  # the parent's may have been held by another thread
     for state in list(_states):
         try:
             state.after_fork()
