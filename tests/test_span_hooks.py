@@ -116,6 +116,21 @@ def test_init_runs_still_finish_on_the_callers_thread(prime_env: StandInPlatform
     assert _closeouts.pending() == []
 
 
+def test_a_close_out_never_waits_for_itself() -> None:
+    # Say a logging handler flushes the provider while the close-out reports something.
+    owner, inner = object(), []
+
+    class Run:
+        run_id = "run-self-wait"
+
+    def finish() -> None:
+        inner.append(_closeouts.wait(time.monotonic() + 5.0, owner))
+
+    _closeouts.start(owner, Run(), finish)  # type: ignore[arg-type]
+    assert _closeouts.wait(time.monotonic() + 30.0, owner) is True
+    assert inner == [True]
+
+
 # -- a provider shut down with a run still open -----------------------------------------
 
 

@@ -46,6 +46,7 @@ class _CloseOut:
         self.owner = owner
         self.state = state
         self.done = threading.Event()
+        self.thread: threading.Thread | None = None  # the thread running it
 
 
 # Reentrant: a signal handler closing runs may interrupt this thread while it holds it.
@@ -80,6 +81,7 @@ def start(owner: object, state: RunState, finish: Callable[[], object]) -> None:
 
 
 def _work(closeout: _CloseOut, finish: Callable[[], object]) -> None:
+    closeout.thread = threading.current_thread()
     try:
         finish()
     except Exception:  # finish() contains its own failures; this is a last resort
@@ -100,8 +102,12 @@ def pending(owner: object | None = None) -> list[RunState]:
 def wait(deadline: float, owner: object | None = None) -> bool:
     """Wait for the close-outs under way (``owner``'s only, unless None) until they end
     or ``deadline`` (``time.monotonic()``). True when every one of them has ended."""
+    me = threading.current_thread()
     with _lock:
-        waiting = [c for c in _pending if owner is None or c.owner is owner]
+        # A close-out never waits for itself (say, an exporter flushing the provider).
+        waiting = [
+            c for c in _pending if (owner is None or c.owner is owner) and c.thread is not me
+        ]
     for closeout in waiting:
         closeout.done.wait(max(0.0, deadline - time.monotonic()))
     return all(c.done.is_set() for c in waiting)
