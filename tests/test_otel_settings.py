@@ -81,6 +81,17 @@ def test_pr_sampler_keeps_every_record_while_the_users_exporter_sees_only_its_sa
     assert exporter.get_finished_spans() == ()  # the base sampled nothing
 
 
+@pytest.mark.parametrize("name", sorted(DROPPING))
+def test_pr_sampler_keeps_an_online_raw_run_delivered(name, episodes, prime_env: StandInPlatform):
+    provider, exporter = _provider(pr.sampler(DROPPING[name]))
+    pr.configure_exporter(provider)
+    _raw_run(provider, episodes[:3])
+    assert sorted(prime_env.episode_writes) == sorted(e["id"] for e in episodes[:3])
+    (evaluation,) = prime_env.evaluations.values()
+    assert evaluation["finalize_count"] == 1
+    assert exporter.get_finished_spans() == ()
+
+
 def test_pr_sampler_leaves_a_sampled_run_exported_as_before(episodes, isolated_env):
     provider, exporter = _provider(pr.sampler(ParentBased(ALWAYS_ON)))
     pr.configure_exporter(provider, mode="offline")
@@ -309,7 +320,7 @@ def test_a_record_cut_by_the_length_limit_is_reported_naming_it(variable, tmp_pa
     proc = _run_script(tmp_path, LIMIT_SCRIPT, {variable: "64"})
     assert proc.returncode == 0, proc.stderr
     assert proc.stderr.count(f"was cut by {variable}=64") == 1  # once, then counted
-    assert "5 records were not logged" in proc.stderr
+    assert "5 records were not logged: 5 invalid" in proc.stderr
     assert "ended with no records: all 5 records logged into it were refused" in proc.stderr
     by_name = {
         json.loads((a.path / "run.json").read_text())["name"]: a for a in list_runs(isolated_env)

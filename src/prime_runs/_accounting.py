@@ -65,9 +65,12 @@ class Counters:
             )
         if self.invalid:
             logger.warning(
-                "prime-runs: %d records were not logged because they were invalid or came "
-                "after finish() (see run.errors)",
+                "prime-runs: %d records were not logged: %d invalid (not a JSON object "
+                "record, or cut by an attribute length limit) and %d logged after finish() "
+                "(see run.errors)",
                 self.invalid,
+                self.invalid - self.late,
+                self.late,
             )
         if self.unjournaled:
             logger.warning(
