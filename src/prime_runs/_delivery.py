@@ -112,15 +112,18 @@ class Delivery:
 
     # -- the live path -----------------------------------------------------------------
 
-    def hand(self, item: Any) -> bool:
+    def hand(self, item: Any, origin: tuple[int, int] | None = None) -> bool:
         """Hold ``item`` (kind, data, key, problem, record_id, mapping) for every open sink
-        and queue its span. False when it cannot be held (no journal, memory bound)."""
+        and queue its span. False when it cannot be held (no journal, memory bound).
+        ``origin``: the raw span (id, event index or -1) the record came from."""
         open_ = [c.name for c in self.channels.values() if c.retired is None]
         if not open_:
             return True
         ref = self.ledger.add(*item, sinks=open_)
         if ref is None:
             return False
+        if origin is not None:
+            _registry.note_origin(origin, self, ref)
         span = ReadableSpan(
             name=item[0],
             # Sampled whatever the user's head sampler says: delivery never depends on it.
@@ -236,6 +239,7 @@ class Delivery:
             # worker that may sit in a stalled request, so nobody waits for it.
             threading.Thread(target=_shutdown, args=(processor,), daemon=True).start()
         _registry.unregister(self.run_id, self)
+        _registry.forget_origins(self)
         return left
 
     def after_fork(self) -> None:

@@ -7,6 +7,7 @@ record and the sinks. Entries go when the run's delivery closes (or is collected
 
 from __future__ import annotations
 
+import os
 import threading
 import weakref
 from typing import Any
@@ -41,3 +42,51 @@ def deliveries() -> list[Any]:
 def after_fork() -> None:
     global _lock
     _lock = threading.Lock()  # the parent's may have been held by another thread
+    _origins.clear()
+
+
+# -- raw record spans a user's exporter may deliver ---------------------------------------
+# A record logged as a raw span (or span event) is journaled by the run processor and
+# held in the run's ledger; a user-placed exporter that later sees the same span claims
+# the record through its origin, (span id, event index or -1), so the run's own pipeline
+# and the user's exporter deliver it once between them. Noted only while such an exporter
+# exists; the newest MAX_ORIGINS are kept (an unclaimed record is still delivered by the
+# run itself). A finished run's origins stay, without their delivery, so its late spans are
+# known as delivered rather than as spans of no run.
+MAX_ORIGINS = 100_000
+_origins: dict[tuple[int, int], tuple[Any, int]] = {}
+_user_exporters = 0
+
+
+def user_exporter_created() -> None:
+    global _user_exporters
+    with _lock:
+        _user_exporters += 1
+
+
+def note_origin(origin: tuple[int, int], delivery: Any, ref: int) -> None:
+    if not _user_exporters:
+        return
+    with _lock:
+        if len(_origins) >= MAX_ORIGINS:
+            del _origins[next(iter(_origins))]
+        _origins[origin] = (delivery, ref)
+
+
+def take_origin(origin: tuple[int, int]) -> tuple[Any, int] | None:
+    if not _origins:
+        return None
+    with _lock:
+        return _origins.pop(origin, None)
+
+
+def forget_origins(delivery: Any) -> None:
+    """``delivery`` closed: its records are settled; keep only that its spans were known."""
+    with _lock:
+        for origin, (d, ref) in list(_origins.items()):
+            if d is delivery:
+                _origins[origin] = (None, ref)
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=after_fork)

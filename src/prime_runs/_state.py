@@ -134,7 +134,7 @@ class RunState:
         with self._lock:
             self.counters.invalid += records
 
-    def ingest(self, encoded: Encoded) -> None:
+    def ingest(self, encoded: Encoded, *, origin: tuple[int, int] | None = None) -> None:
         """Journal a record, account it in the summary, and hand it to every sink.
 
         A journal failure is counted and reported, never raised: the record still goes
@@ -161,7 +161,8 @@ class RunState:
             return
         mapping = encoded.record if encoded.owned else None
         held = self.delivery.hand(
-            (encoded.kind, encoded.data, key, encoded.problem, record_id(encoded.record), mapping)
+            (encoded.kind, encoded.data, key, encoded.problem, record_id(encoded.record), mapping),
+            origin,
         )
         retired = [c for c in channels.values() if c.retired is not None]
         with self._lock:

@@ -106,7 +106,7 @@ class RunProcessor(SpanProcessor):
             if span.name in semconv.RECORD_SPANS:
                 payload = (span.attributes or {}).get(semconv.RECORD)
                 if isinstance(payload, str):
-                    self._ingest_raw(state, payload)
+                    self._ingest_raw(state, payload, origin=(context.span_id, -1))
             self._ingest_events(state, span)
         except Exception:
             logger.warning("prime-runs: could not process a span", exc_info=True)
@@ -213,7 +213,13 @@ class RunProcessor(SpanProcessor):
         # span. force_flush(), shutdown() and process exit wait for them.
         _closeouts.start(self, state, lambda: state.finish(final, stored, error, None))
 
-    def _ingest_raw(self, state: RunState, payload: str, where: str = "attribute") -> None:
+    def _ingest_raw(
+        self,
+        state: RunState,
+        payload: str,
+        where: str = "attribute",
+        origin: tuple[int, int] | None = None,  # lets a user's exporter claim the record
+    ) -> None:
         if not state.gate.enter():
             state.refuse_late(1)  # a record span that ended after its run finished
             return
@@ -229,19 +235,20 @@ class RunProcessor(SpanProcessor):
                 elif self._first_cut(state):
                     state.report(cut_message(state.run_id, where, limit))
                 return
-            state.ingest(encoded)
+            state.ingest(encoded, origin=origin)
         finally:
             state.gate.leave()
 
     def _ingest_events(self, state: RunState, span: ReadableSpan) -> None:
         """Records sent as ``episode``/``trace`` span events, like record spans."""
         found = False
-        for event in span.events:
+        span_id = span.context.span_id if span.context is not None else 0
+        for index, event in enumerate(span.events):
             if event.name in semconv.RECORD_SPANS:
                 payload = (event.attributes or {}).get(semconv.RECORD)
                 if isinstance(payload, str):
                     found = True
-                    self._ingest_raw(state, payload, "event attribute")
+                    self._ingest_raw(state, payload, "event attribute", (span_id, index))
         if found and span.dropped_events:
             state.report(
                 f"span {span.name!r} of run {state.run_id} dropped {span.dropped_events} events "

@@ -1,11 +1,19 @@
 """The public span exporters: OpenTelemetry ``SpanExporter``s over the run's sinks.
 
 An exporter delivers the records of the spans it is given to its sinks, each span to the
-sinks of its own run (one instance serves every run of the process). A record span names
-its run (``prime.run.id``) and carries the run's handle for the record
-(``prime.record.ref``); the payload travels beside the span, in the run's ledger, so a
-queue of these spans stays small and no other exporter ever sees a megabyte attribute.
-Spans that are not record spans of a run this process delivers are ignored.
+sinks of its own run (one instance serves every run of the process). Two kinds of spans
+carry records:
+
+- the SDK's own delivery spans, which name their run (``prime.run.id``) and the run's
+  handle for the record (``prime.record.ref``): the payload travels beside the span, in
+  the run's ledger, so a queue of these spans stays small;
+- raw ``episode``/``trace`` spans (or span events) with ``prime.record``: the run
+  processor on the same provider has journaled the record when the span ended, and the
+  exporter claims it from the run's ledger.
+
+Either way the record is claimed from the run's ledger, so the run's own pipeline and an
+exporter a user placed on their provider deliver it once between them, through the same
+sink. Other spans are ignored.
 
 ``export`` never raises: it answers ``SUCCESS`` when every record of the batch is settled
 (stored, or refused for its own sake), ``FAILURE`` when some are not stored yet (they stay
@@ -35,9 +43,12 @@ class RunRecordExporter(SpanExporter):
 
     SINKS: tuple[str, ...] = (TRACES, SAMPLES)
 
-    def __init__(self, sinks: tuple[str, ...] | None = None) -> None:
+    def __init__(self, sinks: tuple[str, ...] | None = None, *, internal: bool = False) -> None:
         self._stopped = False
         self._sinks = self.SINKS if sinks is None else tuple(sinks)
+        self._warned = False
+        if not internal:
+            _registry.user_exporter_created()  # from now on, raw spans can be claimed
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}()"
@@ -51,7 +62,16 @@ class RunRecordExporter(SpanExporter):
             return SpanExportResult.FAILURE
         try:
             ok = True
-            for delivery, refs in _by_run(spans).items():
+            groups, untracked = _by_run(spans)
+            if untracked and not self._warned:
+                self._warned = True
+                logger.warning(
+                    "prime-runs: %s got record spans of no run this process tracks; add the "
+                    "run processor to the same provider (prime_runs.configure_exporter("
+                    "provider)) or use PrimeRunsExporter, which attaches it",
+                    type(self).__name__,
+                )
+            for delivery, refs in groups.items():
                 for sink in self._sinks:
                     ok = delivery.export(sink, refs) and ok
             return SpanExportResult.SUCCESS if ok else SpanExportResult.FAILURE
@@ -71,20 +91,42 @@ class RunRecordExporter(SpanExporter):
         self._stopped = True
 
 
-def _by_run(spans: Sequence[ReadableSpan]) -> dict[Any, list[int]]:
-    """The record handles of ``spans``, by the delivery of their run."""
+def _by_run(spans: Sequence[ReadableSpan]) -> tuple[dict[Any, list[int]], int]:
+    """The record handles of ``spans``, by the delivery of their run; and how many raw
+    records belong to no run this process tracks."""
     groups: dict[Any, list[int]] = {}
+    untracked = 0
     for span in spans:
-        attrs = span.attributes
-        if not attrs:
-            continue
+        attrs = span.attributes or {}
         ref = attrs.get(semconv.RECORD_REF)
-        if not isinstance(ref, int) or isinstance(ref, bool):
+        if isinstance(ref, int) and not isinstance(ref, bool):
+            delivery = _registry.lookup(attrs.get(semconv.RUN_ID))
+            if delivery is not None:
+                groups.setdefault(delivery, []).append(ref)
             continue
-        delivery = _registry.lookup(attrs.get(semconv.RUN_ID))
-        if delivery is not None:
-            groups.setdefault(delivery, []).append(ref)
-    return groups
+        for origin in _raw_origins(span, attrs):
+            found = _registry.take_origin(origin)
+            if found is None:
+                untracked += 1
+            elif found[0] is not None:  # None: its run has finished and settled it
+                groups.setdefault(found[0], []).append(found[1])
+    return groups, untracked
+
+
+def _raw_origins(span: ReadableSpan, attrs: Any) -> list[tuple[int, int]]:
+    """(span id, -1) for a raw record span, (span id, index) for each record event."""
+    context = span.context
+    if context is None:
+        return []
+    found = []
+    if span.name in semconv.RECORD_SPANS and isinstance(attrs.get(semconv.RECORD), str):
+        found.append((context.span_id, -1))
+    for index, event in enumerate(span.events):
+        if event.name in semconv.RECORD_SPANS and isinstance(
+            (event.attributes or {}).get(semconv.RECORD), str
+        ):
+            found.append((context.span_id, index))
+    return found
 
 
 class PrimeTracesExporter(RunRecordExporter):
@@ -92,8 +134,8 @@ class PrimeTracesExporter(RunRecordExporter):
 
     SINKS = (TRACES,)
 
-    def __init__(self) -> None:
-        super().__init__()
+    def __init__(self, *, _internal: bool = False) -> None:
+        super().__init__(internal=_internal)
 
 
 class SampleTableExporter(RunRecordExporter):
@@ -102,20 +144,49 @@ class SampleTableExporter(RunRecordExporter):
 
     SINKS = (SAMPLES,)
 
-    def __init__(self) -> None:
-        super().__init__()
+    def __init__(self, *, _internal: bool = False) -> None:
+        super().__init__(internal=_internal)
 
 
 class PrimeRunsExporter(RunRecordExporter):
-    """Both: Prime Traces uploads and sample-table rows."""
+    """Both: Prime Traces uploads and sample-table rows; the zero-code entry point.
+
+    With ``attach=True`` (the default) it also adds the run processor (run lifecycle and
+    journal; ``prime_runs.configure_exporter``) to the global SDK tracer provider, when one
+    is set: OpenTelemetry's configurator sets the provider before it builds exporters, so
+    ``OTEL_TRACES_EXPORTER=prime_runs`` under ``opentelemetry-instrument`` tracks ``run``
+    spans with no ``prime_runs`` call in the program. ``settings`` are
+    ``configure_exporter`` settings (``mode``, ``dir``, ...).
+    """
 
     SINKS = (TRACES, SAMPLES)
+
+    def __init__(self, *, attach: bool = True, **settings: Any) -> None:
+        super().__init__()
+        if attach:
+            _attach_to_global_provider(settings)
+
+
+def _attach_to_global_provider(settings: dict[str, Any]) -> None:
+    from opentelemetry import trace
+    from opentelemetry.sdk.trace import TracerProvider
+
+    provider = trace.get_tracer_provider()
+    if not isinstance(provider, TracerProvider):
+        logger.info(
+            "prime-runs: no OpenTelemetry SDK provider is set yet; PrimeRunsExporter does not "
+            "attach the run processor (call prime_runs.configure_exporter(provider))"
+        )
+        return
+    from ..api import configure_exporter  # the package imports this module
+
+    configure_exporter(provider, **settings)
 
 
 def exporter_for(sink: str) -> RunRecordExporter:
     """A fresh exporter for one sink (the run's own live path)."""
     if sink == TRACES:
-        return PrimeTracesExporter()
+        return PrimeTracesExporter(_internal=True)
     if sink == SAMPLES:
-        return SampleTableExporter()
-    return RunRecordExporter((sink,))  # any other sink (tests use scripted ones)
+        return SampleTableExporter(_internal=True)
+    return RunRecordExporter((sink,), internal=True)  # any other sink (tests use scripted ones)
