@@ -4,6 +4,7 @@ one warning per kind of loss that ``finish()`` gives."""
 from __future__ import annotations
 
 import logging
+import threading
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -14,7 +15,8 @@ logger = logging.getLogger("prime_runs")
 
 @dataclass
 class Counters:
-    """Loss and delivery accounting, per sink where it matters. Guarded by the state's lock."""
+    """Loss and delivery accounting, per sink where it matters. It owns its lock: every
+    change goes through a method here (reads of a single count need no lock)."""
 
     logged: int = 0
     dropped: int = 0  # queue full: reached no sink during the run (still archived)
@@ -27,13 +29,69 @@ class Counters:
     unjournaled: int = 0  # records the journal could not hold (disk full, size limit, link)
     late: int = 0  # records refused because they were logged after finish() began
     errors: list[str] = field(default_factory=list)
+    # Records flush()/finish() delivered from the ledger that the live queue never had
+    # (dropped by a full queue, or not sent yet): informational, not a loss.
+    taken_over: dict[str, int] = field(default_factory=dict)
+    lock: threading.RLock = field(default_factory=threading.RLock, repr=False, compare=False)
 
     @staticmethod
     def add(counter: dict[str, int], key: str, n: int) -> None:
         counter[key] = counter.get(key, 0) + n
 
+    def count(self, name: str, n: int = 1) -> int:
+        """Add ``n`` to the plain count ``name`` (``logged``, ``invalid``, ``unjournaled``,
+        ``restamped``, ``dropped``); its new value."""
+        with self.lock:
+            value = getattr(self, name) + n
+            setattr(self, name, value)
+            return value
+
+    def count_sink(self, kind: str, sink: str, n: int = 1) -> None:
+        """Add ``n`` to the per-sink count ``kind`` (``failed``, ``skipped``)."""
+        with self.lock:
+            self.add(getattr(self, kind), sink, n)
+
+    def count_logged(self, *, held: bool, retired: list[tuple[str, bool]]) -> None:
+        """One record logged online: ``held`` (False: it reaches no sink), and the sinks
+        that had stopped for the run, as ``(name, quiet)``."""
+        with self.lock:
+            self.logged += 1
+            if not held:
+                self.dropped += 1
+            for name, quiet in retired:
+                # A retired sink's refusal is that sink's failure (or a quiet skip).
+                self.add(self.skipped if quiet else self.failed, name, 1)
+
+    def count_late(self, records: int) -> int:
+        """Records refused because they came after finish() began; the total so far."""
+        with self.lock:
+            self.late += records
+            self.invalid += records
+            return self.late
+
+    def note_error(self, message: str, replace: int | None = None) -> int:
+        """Append ``message`` to ``errors`` (or replace entry ``replace``); its index."""
+        with self.lock:
+            if replace is not None and replace < len(self.errors):
+                self.errors[replace] = message
+                return replace
+            self.errors.append(message)
+            return len(self.errors) - 1
+
+    def note_taken_over(self, counts: dict[str, int]) -> None:
+        with self.lock:
+            self.taken_over = {sink: n for sink, n in counts.items() if n}
+
+    def stored_any(self) -> bool:
+        with self.lock:
+            return any(self.acked.values())
+
     def count_outcome(self, sink: str, outcome: Outcome) -> None:
-        """Count one settled batch of ``sink`` (the caller holds the state's lock)."""
+        """Count one settled batch of ``sink``."""
+        with self.lock:
+            self._count_outcome(sink, outcome)
+
+    def _count_outcome(self, sink: str, outcome: Outcome) -> None:
         if outcome.acked:
             self.add(self.acked, sink, len(outcome.acked))
             if sink == "traces":

@@ -226,6 +226,10 @@ class Delivery:
         relevant = [c for c in self.channels.values() if not c.quiet]
         return bool(relevant) and all(c.failing for c in relevant)
 
+    def taken_over(self) -> dict[str, int]:
+        """Per sink, records a flush or finish delivered that the live queue never had."""
+        return dict(self.ledger.taken_over)
+
     def close(self) -> dict[str, int]:
         """Stop every sink; per sink, how many records it never settled."""
         left: dict[str, int] = {}

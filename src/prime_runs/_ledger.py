@@ -42,6 +42,8 @@ class Ledger:
         self._held_bytes = 0
         self._waiting: dict[str, dict[int, None]] = {s: {} for s in sinks}
         self._busy: dict[str, set[int]] = {s: set() for s in sinks}
+        self._live: dict[str, set[int]] = {s: set() for s in sinks}  # claimed by live exports
+        self.taken_over: dict[str, int] = dict.fromkeys(sinks, 0)  # see ``claim``
         self._closed: set[str] = set()
 
     def add(
@@ -84,11 +86,14 @@ class Ledger:
         max_items: int = 2_000,
         max_bytes: int = 8 * 1024 * 1024,
     ) -> list[Item]:
-        """Records waiting for ``sink`` that no delivery holds (``refs`` only, else the
-        oldest), now held by the caller until settled or released."""
+        """Records waiting for ``sink`` that no delivery holds (``refs`` only: a live export;
+        else the oldest: a flush or finish), now held by the caller until settled or
+        released. ``taken_over`` counts the records a flush or finish claimed that no live
+        export ever had (the queue dropped them, or had not sent them yet)."""
         with self._cond:
             waiting, busy = self._waiting.get(sink), self._busy.get(sink)
-            if waiting is None or busy is None:
+            live = self._live.get(sink)
+            if waiting is None or busy is None or live is None:
                 return []
             out: list[Item] = []
             size = 0
@@ -96,6 +101,10 @@ class Ledger:
                 if ref in busy or ref not in waiting:
                     continue
                 busy.add(ref)
+                if refs is not None:
+                    live.add(ref)
+                elif ref not in live:
+                    self.taken_over[sink] += 1
                 item = self._entries[ref]
                 out.append(item)
                 size += len(item.data) or 1024
@@ -143,6 +152,7 @@ class Ledger:
                     continue
                 del waiting[ref]
                 busy.discard(ref)
+                self._live[sink].discard(ref)
                 if not any(ref in w for w in self._waiting.values()):
                     self._forget(ref)
             self._cond.notify_all()
@@ -174,6 +184,7 @@ class Ledger:
             left = list(self._waiting.get(sink, {}))
             self._waiting[sink] = {}
             self._busy[sink] = set()
+            self._live[sink] = set()
             for ref in left:
                 if not any(ref in w for w in self._waiting.values()):
                     self._forget(ref)
@@ -187,3 +198,5 @@ class Ledger:
         self._held = self._held_bytes = 0
         self._waiting = {s: {} for s in self._waiting}
         self._busy = {s: set() for s in self._busy}
+        self._live = {s: set() for s in self._live}
+        self.taken_over = dict.fromkeys(self.taken_over, 0)

@@ -112,8 +112,8 @@ class RunState:
 
     def report(self, message: str, exc: BaseException | None = None, *, warn: bool = True) -> None:
         """Record a contained failure: a warning now, raised later under ``on_error="raise"``."""
+        self.counters.note_error(message)
         with self._lock:
-            self.counters.errors.append(message)
             if self._first_error is None and self.on_error == RAISE:
                 self._first_error = exc if exc is not None else PrimeRunsError(message)
         if warn:
@@ -131,8 +131,7 @@ class RunState:
     # -- logging -------------------------------------------------------------------
 
     def count_invalid(self, records: int) -> None:
-        with self._lock:
-            self.counters.invalid += records
+        self.counters.count("invalid", records)
 
     def ingest(self, encoded: Encoded, *, origin: tuple[int, int] | None = None) -> None:
         """Journal a record, account it in the summary, and hand it to every sink.
@@ -156,30 +155,20 @@ class RunState:
         channels = self.delivery.channels
         if not channels:
             if key is not None or self.archive is None:
-                with self._lock:
-                    self.counters.logged += 1
+                self.counters.count("logged")
             return
         mapping = encoded.record if encoded.owned else None
         held = self.delivery.hand(
             (encoded.kind, encoded.data, key, encoded.problem, record_id(encoded.record), mapping),
             origin,
         )
-        retired = [c for c in channels.values() if c.retired is not None]
-        with self._lock:
-            self.counters.logged += 1
-            if not held:
-                # Not in the journal and over the memory bound: it reaches no sink.
-                self.counters.dropped += 1
-            for channel in retired:
-                # A retired sink's refusal is that sink's failure (or a quiet skip).
-                if channel.quiet:
-                    Counters.add(self.counters.skipped, channel.name, 1)
-                else:
-                    Counters.add(self.counters.failed, channel.name, 1)
+        # Not held: not in the journal and over the memory bound, so it reaches no sink.
+        retired = [(c.name, c.quiet) for c in channels.values() if c.retired is not None]
+        self.counters.count_logged(held=held, retired=retired)
 
     def _journal_failed(self, encoded: Encoded, exc: OSError) -> None:
+        self.counters.count("unjournaled")
         with self._lock:
-            self.counters.unjournaled += 1
             first = not self._journal_failing
             self._journal_failing = True
         if not first:
@@ -209,18 +198,16 @@ class RunState:
     def refuse_late(self, records: int) -> None:
         """Count records logged after ``finish()`` began; one warning per run."""
         with self._lock:
-            self.counters.late += records
-            self.counters.invalid += records
+            late = self.counters.count_late(records)
             message = (
-                f"run {self.run_id} has finished; {self.counters.late} records logged after "
+                f"run {self.run_id} has finished; {late} records logged after "
                 "finish() were not recorded. Log every record before calling finish()."
             )
-            errors = self.counters.errors
-            if self._late_error is not None and self._late_error < len(errors):
-                errors[self._late_error] = message  # one entry, kept up to date
+            first = self._late_error is None
+            # One entry, kept up to date.
+            self._late_error = self.counters.note_error(message, self._late_error)
+            if not first:
                 return
-            self._late_error = len(errors)
-            errors.append(message)
         logger.warning(
             "prime-runs: records were logged after run %s finished and were not recorded "
             "(counted in dropped_records; this warning is given once per run)",
@@ -228,10 +215,7 @@ class RunState:
         )
 
     def _note_restamp(self) -> None:
-        with self._lock:
-            self.counters.restamped += 1
-            first = self.counters.restamped == 1
-        if first:
+        if self.counters.count("restamped") == 1:
             logger.warning(
                 "prime-runs: a record named a different run id; its uploaded copy carries "
                 "this run's id %s (the count is in the finish report)",
@@ -259,8 +243,7 @@ class RunState:
                     self._ack_failed(sink, exc)
                 else:
                     self._ack_failing = False
-        with self._lock:
-            self.counters.count_outcome(sink, outcome)
+        self.counters.count_outcome(sink, outcome)
         for item, reason in outcome.rejected:
             self.report(f"{sink}: record {item.record_id!r} was not stored: {reason}", warn=False)
         if outcome.retire is not None and not outcome.quiet:
@@ -351,13 +334,19 @@ class RunState:
         return True
 
     def _stored_any(self) -> bool:
-        with self._lock:
-            return any(self.counters.acked.values())
+        return self.counters.stored_any()
 
     def _close_workers(self) -> None:
+        self.counters.note_taken_over(self.delivery.taken_over())
+        for sink, n in self.counters.taken_over.items():
+            logger.info(
+                "prime-runs: %s: %d records the live queue dropped or had not sent were "
+                "delivered from the run's ledger at flush/finish",
+                sink,
+                n,
+            )
         for sink, left in self.delivery.close().items():
-            with self._lock:
-                Counters.add(self.counters.failed, sink, left)
+            self.counters.count_sink("failed", sink, left)
             self.report(
                 f"{sink}: {left} records were not sent before the finish deadline; they are "
                 "in the archive for `prime-runs sync`",
@@ -365,7 +354,7 @@ class RunState:
             )
 
     def _report_down(self) -> None:
-        with self._lock:
+        with self.counters.lock:
             kept = self.counters.logged - self.counters.unjournaled
             stored = sum(self.counters.acked.values())
         what = "stored none of" if not stored else "stopped storing"
