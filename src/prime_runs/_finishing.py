@@ -75,7 +75,12 @@ class CloseOut:
         """Close out, waiting until ``until``. True: closed; False: failed (``error``);
         None: still running at ``until`` (it goes on; ``on_late`` hears how it ended)."""
         thread = threading.Thread(target=self._work, name="prime-runs-close-out", daemon=True)
-        thread.start()
+        try:
+            thread.start()
+        except RuntimeError:
+            # Python 3.12 refuses new threads once interpreter shutdown began (an atexit
+            # hook): close out on this thread; the closer keeps its own deadline.
+            self._work()
         self._done.wait(max(0.0, until - time.monotonic()))
         with self._lock:
             if not self._done.is_set():
