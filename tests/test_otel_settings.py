@@ -239,6 +239,66 @@ def test_env_samplers_without_pr_sampler_are_reported_loudly(env, tmp_path, isol
     assert list_runs(isolated_env) == []  # nothing was seen: said so, twice over
 
 
+INSTRUMENTED_SCRIPT = """
+import json
+from opentelemetry import trace
+import prime_runs as pr
+
+pr.configure_exporter(mode="offline")  # on the provider opentelemetry-instrument set up
+tracer = trace.get_tracer("app")
+with tracer.start_as_current_span("run", attributes={"prime.run.name": "zero-code"}):
+    for i in range(3):
+        record = {"id": f"ep-{i}", "traces": [{"id": f"tr-{i}"}]}
+        attributes = {"prime.record": json.dumps(record)}
+        with tracer.start_as_current_span("episode", attributes=attributes):
+            pass
+"""
+
+
+@pytest.mark.parametrize("base", ["always_off", "parentbased_traceidratio:0"])
+def test_otel_traces_sampler_prime_runs_under_opentelemetry_instrument(
+    base, tmp_path, isolated_env
+):
+    script = tmp_path / "app.py"
+    script.write_text(INSTRUMENTED_SCRIPT)
+    env = {
+        **os.environ,
+        "OTEL_TRACES_SAMPLER": "prime_runs",
+        "OTEL_TRACES_SAMPLER_ARG": base,
+        "OTEL_TRACES_EXPORTER": "console",
+        "OTEL_METRICS_EXPORTER": "none",
+        "OTEL_LOGS_EXPORTER": "none",
+    }
+    instrument = Path(sys.executable).parent / "opentelemetry-instrument"
+    proc = subprocess.run(
+        [str(instrument), sys.executable, str(script)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=tmp_path,
+        env=env,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "drops `run` spans" not in proc.stderr
+    assert '"name"' not in proc.stdout  # the console exporter got nothing: the base's choice
+    archive = _only_archive(isolated_env)
+    assert sorted(r["id"] for r in _records(archive)) == ["ep-0", "ep-1", "ep-2"]
+
+
+def test_the_sampler_entry_point_reads_its_base(monkeypatch):
+    from prime_runs import sampling
+
+    assert "AlwaysOff" in sampling.entry_point_sampler("always_off").get_description()
+    ratio = sampling.entry_point_sampler("traceidratio:0.25").get_description()
+    assert "TraceIdRatioBased{0.25}" in ratio
+    assert "AlwaysOn" in sampling.entry_point_sampler(None).get_description()
+    monkeypatch.setenv("OTEL_TRACES_SAMPLER", "prime_runs")
+    monkeypatch.setenv("OTEL_TRACES_SAMPLER_ARG", "parentbased_always_off")
+    assert pr.sampler().get_description() == (
+        "prime_runs.sampler{" + ParentBased(ALWAYS_OFF).get_description() + "}"
+    )
+
+
 # -- OTEL_SDK_DISABLED ---------------------------------------------------------------------
 
 DISABLED_INIT_SCRIPT = """

@@ -33,6 +33,7 @@ SAMPLER_ENV = "OTEL_TRACES_SAMPLER"
 SAMPLER_ARG_ENV = "OTEL_TRACES_SAMPLER_ARG"
 SDK_DISABLED_ENV = "OTEL_SDK_DISABLED"
 FIX = "TracerProvider(sampler=prime_runs.sampler(base))"
+ENTRY_POINT = "prime_runs"  # OTEL_TRACES_SAMPLER=prime_runs under opentelemetry-instrument
 
 # Trace ids of the run spans open in this process (a trace may hold several runs).
 _lock = threading.Lock()
@@ -113,8 +114,15 @@ def sampler(base: Sampler | None = None) -> Sampler:
 
 
 def sampler_from_env() -> Sampler:
-    """The sampler ``OTEL_TRACES_SAMPLER`` names, as the SDK's ``TracerProvider`` reads it."""
+    """The sampler ``OTEL_TRACES_SAMPLER`` names, as the SDK's ``TracerProvider`` reads it
+    (``prime_runs``, our own entry point, names its base in ``OTEL_TRACES_SAMPLER_ARG``)."""
     name = os.environ.get(SAMPLER_ENV, "parentbased_always_on").strip().lower()
+    if name == ENTRY_POINT:
+        return base_from_arg(os.environ.get(SAMPLER_ARG_ENV))
+    return _named(name, os.environ.get(SAMPLER_ARG_ENV, ""))
+
+
+def _named(name: str, rate_text: str) -> Sampler:
     static = {
         "always_on": otel_sampling.ALWAYS_ON,
         "always_off": otel_sampling.ALWAYS_OFF,
@@ -125,18 +133,29 @@ def sampler_from_env() -> Sampler:
         return static[name]
     if name in ("traceidratio", "parentbased_traceidratio"):
         try:
-            rate = float(os.environ.get(SAMPLER_ARG_ENV, ""))
+            rate = float(rate_text)
         except ValueError:
             rate = 1.0  # what the SDK does with an unreadable rate
         if name == "traceidratio":
             return otel_sampling.TraceIdRatioBased(rate)
         return otel_sampling.ParentBasedTraceIdRatio(rate)
     logger.warning(
-        "prime-runs: %s=%r is not a sampler the SDK knows; using parentbased_always_on",
-        SAMPLER_ENV,
-        name,
+        "prime-runs: %r is not a sampler the SDK knows; using parentbased_always_on", name
     )
     return otel_sampling.DEFAULT_ON
+
+
+def base_from_arg(arg: str | None) -> Sampler:
+    """The base named by ``OTEL_TRACES_SAMPLER_ARG`` under ``OTEL_TRACES_SAMPLER=prime_runs``:
+    a standard sampler name, with a ratio after a colon (``parentbased_traceidratio:0.1``)."""
+    name, _, rate = (arg or "parentbased_always_on").partition(":")
+    return _named(name.strip().lower() or "parentbased_always_on", rate.strip() or "1.0")
+
+
+def entry_point_sampler(arg: str | None = None) -> Sampler:
+    """``OTEL_TRACES_SAMPLER=prime_runs`` (an ``opentelemetry_traces_sampler`` entry point,
+    read by ``opentelemetry-instrument``): ``sampler()`` over the base the argument names."""
+    return RunSampler(base_from_arg(arg))
 
 
 def sdk_disabled() -> bool:
