@@ -142,7 +142,7 @@ def test_a_tiny_batch_queue_under_a_burst_delivers_every_record_from_the_journal
     prime_env: StandInPlatform, episodes: list[dict[str, Any]], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("OTEL_BSP_MAX_QUEUE_SIZE", "4")
-    monkeypatch.setattr(_ledger, "MAX_HELD_ITEMS", 16)  # most payloads only in the journal
+    monkeypatch.setattr(_ledger, "MAX_HELD_ITEMS_JOURNALED", 16)  # the rest: journal only
     records = _burst(episodes, 500)
     run = pr.init(name="burst", environments=["gsm8k"], model="m", framework="f")
     prime_env.stall(None, 30)  # the first exports hang: the 4-span queues overflow

@@ -40,9 +40,10 @@ SCHEDULE_DELAY_MILLIS = 200
 # A span on this path is a few hundred bytes (the payload is beside it), so a batch of this
 # many is one request or a few; the sinks split by bytes themselves.
 MAX_EXPORT_BATCH_SIZE = 2048
-# Four batches in the queue; what a full queue drops is delivered from the ledger at
-# flush/finish, so a larger queue would only hold more memory.
-MAX_QUEUE_SIZE = 8192
+# OpenTelemetry's own default: one batch. What a full queue drops is delivered from the
+# ledger at flush/finish, so a longer queue would only hold more memory (a span here is
+# about 600 bytes).
+MAX_QUEUE_SIZE = 2048
 _ENV = {
     "max_queue_size": ("OTEL_BSP_MAX_QUEUE_SIZE", MAX_QUEUE_SIZE),
     "schedule_delay_millis": ("OTEL_BSP_SCHEDULE_DELAY", SCHEDULE_DELAY_MILLIS),

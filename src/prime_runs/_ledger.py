@@ -1,8 +1,9 @@
 """One run's records on their way to the sinks: what travels beside each record's span.
 
 A record's span carries only a small handle (``ref``). The ledger holds the record for it:
-the encoded bytes while they fit the memory bound, else only the journal key (the bytes are
-read back from the journal when a sink needs them). Per sink it knows which records still
+the encoded bytes while they fit the memory bound, else only where the journal holds it (a
+packed integer: the bytes are read back, and the record checked again, when a sink needs
+them). Per sink it knows which records still
 wait for a settled answer (stored, rejected for their own sake, or given up on) and which
 of those a delivery has claimed, so the live queue, ``flush()``/``finish()`` and a user's
 exporter never send one record twice, and ``finish()`` delivers what the queue dropped
@@ -18,13 +19,20 @@ import logging
 import threading
 from collections.abc import Iterable, Sequence
 
-from ._archive import RunArchive
+from ._archive import RecordKey, RunArchive
+from ._encode import kind_of, record_id, traces_problem
+from ._lines import parse_record
 from .exporters._base import Item
 
 logger = logging.getLogger("prime_runs")
 
+# Records whose bytes stay in memory. Without a journal that is the only copy, so the bound
+# is generous; with one, a burst keeps only the newest part in memory and the rest costs
+# a few dozen bytes each until it is read back.
 MAX_HELD_ITEMS = 100_000
+MAX_HELD_ITEMS_JOURNALED = 20_000
 MAX_HELD_BYTES = 64 * 1024 * 1024
+_OFFSET_BITS = 40  # a journal key packed as segment number << 40 | offset
 # Decoded records (which spare the sample projection a decode) are kept only while the
 # held bytes are this few: a decoded dict is several times its JSON.
 MAPPING_BYTES = 4 * 1024 * 1024
@@ -37,7 +45,9 @@ class Ledger:
         self._archive = archive
         self._cond = threading.Condition()
         self._next = 0
-        self._entries: dict[int, Item] = {}
+        self._entries: dict[int, Item | int] = {}  # an int: only in the journal (packed key)
+        self._segments: list[str] = []
+        self._segment_no: dict[str, int] = {}
         self._held = 0  # records whose bytes are in memory
         self._held_bytes = 0
         self._waiting: dict[str, dict[int, None]] = {s: {} for s in sinks}
@@ -58,9 +68,10 @@ class Ledger:
     ) -> int | None:
         """Hold a record for ``sinks``; its handle, or None when it cannot be held (no
         journal key and the memory bound is reached)."""
+        limit = MAX_HELD_ITEMS if self._archive is None else MAX_HELD_ITEMS_JOURNALED
         with self._cond:
-            hold = self._held < MAX_HELD_ITEMS and self._held_bytes + len(data) <= MAX_HELD_BYTES
-            if not hold and key is None:
+            hold = self._held < limit and self._held_bytes + len(data) <= MAX_HELD_BYTES
+            if not hold and not isinstance(key, RecordKey):
                 return None
             ref = self._next
             self._next += 1
@@ -69,10 +80,10 @@ class Ledger:
                 self._held_bytes += len(data)
                 if self._held_bytes > MAPPING_BYTES:
                     mapping = None
-                item = Item(kind, data, key, problem, record_id, mapping, ref)  # type: ignore[arg-type]
+                entry: Item | int = Item(kind, data, key, problem, record_id, mapping, ref)  # type: ignore[arg-type]
             else:
-                item = Item(kind, b"", key, problem, record_id, None, ref)  # type: ignore[arg-type]
-            self._entries[ref] = item
+                entry = self._pack(key)  # type: ignore[arg-type]
+            self._entries[ref] = entry
             for sink in sinks:
                 if sink not in self._closed:
                     self._waiting[sink][ref] = None
@@ -97,6 +108,7 @@ class Ledger:
                 return []
             out: list[Item] = []
             size = 0
+            lite: list[tuple[int, int]] = []
             for ref in waiting if refs is None else refs:
                 if ref in busy or ref not in waiting:
                     continue
@@ -105,32 +117,45 @@ class Ledger:
                     live.add(ref)
                 elif ref not in live:
                     self.taken_over[sink] += 1
-                item = self._entries[ref]
-                out.append(item)
-                size += len(item.data) or 1024
-                if len(out) >= max_items or size >= max_bytes:
+                entry = self._entries[ref]
+                if isinstance(entry, Item):
+                    out.append(entry)
+                    size += len(entry.data)
+                else:
+                    lite.append((ref, entry))
+                    size += 1024
+                if len(out) + len(lite) >= max_items or size >= max_bytes:
                     break
-        return self._load(sink, out)
+            segments = list(self._segments)
+        if lite:
+            out.extend(self._load(lite, segments))
+            out.sort(key=lambda i: i.ref)  # type: ignore[arg-type,return-value]
+        return out
 
-    def _load(self, sink: str, items: list[Item]) -> list[Item]:
-        """Items with their bytes: those only in the journal are read back."""
-        if self._archive is None or all(i.data for i in items):
-            return items
-        by_segment: dict[str, list[Item]] = {}
-        for item in items:
-            if not item.data:
-                by_segment.setdefault(item.key.segment, []).append(item)  # type: ignore[union-attr]
-        loaded: dict[int, Item] = {}
-        for segment, lite in by_segment.items():
-            wanted = {i.key.offset: i for i in lite}  # type: ignore[union-attr]
+    def _pack(self, key: RecordKey) -> int:
+        number = self._segment_no.get(key.segment)
+        if number is None:
+            number = self._segment_no[key.segment] = len(self._segments)
+            self._segments.append(key.segment)
+        return number << _OFFSET_BITS | key.offset
+
+    def _load(self, lite: list[tuple[int, int]], segments: list[str]) -> list[Item]:
+        """Records only in the journal, read back and checked again as at log time.
+        One that cannot be read stays claimed: counted as not sent at finish, and pending
+        for ``prime-runs sync``."""
+        assert self._archive is not None
+        by_segment: dict[str, dict[int, int]] = {}
+        for ref, packed in lite:
+            segment = segments[packed >> _OFFSET_BITS]
+            by_segment.setdefault(segment, {})[packed & ((1 << _OFFSET_BITS) - 1)] = ref
+        items: list[Item] = []
+        for segment, refs in by_segment.items():
             try:
-                for key, data in self._archive.read_many(segment, sorted(wanted)):
-                    i = wanted[key.offset]
-                    loaded[i.ref] = Item(i.kind, data, i.key, i.problem, i.record_id, None, i.ref)  # type: ignore[index]
+                for key, data in self._archive.read_many(segment, sorted(refs)):
+                    items.append(_recovered(data, key, refs[key.offset]))
             except OSError as exc:
-                # Left claimed: counted as not sent at finish, and pending for sync.
                 logger.warning("prime-runs: could not read records back from the journal: %s", exc)
-        return [loaded.get(i.ref, i) for i in items if i.data or i.ref in loaded]  # type: ignore[arg-type]
+        return items
 
     def release(self, sink: str, items: Iterable[Item]) -> None:
         """No delivery holds these any more; they still wait for ``sink``."""
@@ -158,10 +183,10 @@ class Ledger:
             self._cond.notify_all()
 
     def _forget(self, ref: int) -> None:
-        item = self._entries.pop(ref, None)
-        if item is not None and item.data:
+        entry = self._entries.pop(ref, None)
+        if isinstance(entry, Item):
             self._held -= 1
-            self._held_bytes -= len(item.data)
+            self._held_bytes -= len(entry.data)
 
     def waiting(self, sink: str) -> int:
         with self._cond:
@@ -200,3 +225,12 @@ class Ledger:
         self._busy = {s: set() for s in self._busy}
         self._live = {s: set() for s in self._live}
         self.taken_over = dict.fromkeys(self.taken_over, 0)
+
+
+def _recovered(data: bytes, key: RecordKey, ref: int) -> Item:
+    """A record read back from the journal, with what was found at log time found again."""
+    record, _problem = parse_record(data)
+    if record is None:
+        return Item("trace", data, key, None, None, None, ref)  # the sink rejects it
+    kind = kind_of(record)
+    return Item(kind, data, key, traces_problem(kind, record), record_id(record), None, ref)
