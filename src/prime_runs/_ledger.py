@@ -1,13 +1,14 @@
 """One run's records on their way to the sinks: what travels beside each record's span.
 
-A record's span carries only a small handle (``ref``). The ledger holds the record for it:
-the encoded bytes while they fit the memory bound, else only where the journal holds it (a
-packed integer: the bytes are read back, and the record checked again, when a sink needs
-them). Per sink it knows which records still
-wait for a settled answer (stored, rejected for their own sake, or given up on) and which
-of those a delivery has claimed, so the live queue, ``flush()``/``finish()`` and a user's
-exporter never send one record twice, and ``finish()`` delivers what the queue dropped
-without reading the whole journal.
+A record's span carries only a small handle (``ref``, a sequence number). The ledger holds
+the record for it: the encoded bytes while they fit the memory bound, else only where the
+journal holds it (8 bytes: the bytes are read back, and the record checked again, when a
+sink needs them). Per sink it keeps one byte per record while any record before it is
+unsettled (stored, rejected for its own sake, or given up on) and knows which records a
+delivery has claimed, so the live queue, ``flush()``/``finish()`` and a user's exporter
+never send one record twice, and ``finish()`` delivers what the queue dropped without
+reading the whole journal. A burst therefore costs about ten bytes a record beyond the
+bytes kept in memory.
 
 Without a journal the bytes are the only copy: a record that does not fit the bound is
 refused (``add`` returns None) and counted as dropped by the caller.
@@ -17,6 +18,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from array import array
 from collections.abc import Iterable, Sequence
 
 from ._archive import RecordKey, RunArchive
@@ -27,15 +29,17 @@ from .exporters._base import Item
 logger = logging.getLogger("prime_runs")
 
 # Records whose bytes stay in memory. Without a journal that is the only copy, so the bound
-# is generous; with one, a burst keeps only the newest part in memory and the rest costs
-# a few dozen bytes each until it is read back.
+# is generous; with one, a burst keeps only part in memory and the rest costs about ten
+# bytes each until it is read back.
 MAX_HELD_ITEMS = 100_000
 MAX_HELD_ITEMS_JOURNALED = 20_000
 MAX_HELD_BYTES = 64 * 1024 * 1024
-_OFFSET_BITS = 40  # a journal key packed as segment number << 40 | offset
 # Decoded records (which spare the sample projection a decode) are kept only while the
 # held bytes are this few: a decoded dict is several times its JSON.
 MAPPING_BYTES = 4 * 1024 * 1024
+_OFFSET_BITS = 40  # a journal key packed as segment number << 40 | offset
+_NONE = -1  # no journal key: the record is held in memory
+_COMPACT = 65_536  # settled slots dropped from the front at a time
 
 
 class Ledger:
@@ -44,17 +48,25 @@ class Ledger:
     def __init__(self, sinks: Sequence[str], archive: RunArchive | None) -> None:
         self._archive = archive
         self._cond = threading.Condition()
-        self._next = 0
-        self._entries: dict[int, Item | int] = {}  # an int: only in the journal (packed key)
+        self._sinks = list(sinks)
+        self._reset(0)
+        self.taken_over: dict[str, int] = dict.fromkeys(self._sinks, 0)  # see ``claim``
+        self._closed: set[str] = set()
         self._segments: list[str] = []
         self._segment_no: dict[str, int] = {}
-        self._held = 0  # records whose bytes are in memory
+
+    def _reset(self, base: int) -> None:
+        self._base = self._next = base  # slot 0 is record ``base``
+        self._held: dict[int, Item] = {}
         self._held_bytes = 0
-        self._waiting: dict[str, dict[int, None]] = {s: {} for s in sinks}
-        self._busy: dict[str, set[int]] = {s: set() for s in sinks}
-        self._live: dict[str, set[int]] = {s: set() for s in sinks}  # claimed by live exports
-        self.taken_over: dict[str, int] = dict.fromkeys(sinks, 0)  # see ``claim``
-        self._closed: set[str] = set()
+        self._lite = array("q")  # per slot: the packed journal key, or _NONE
+        self._waiting = {s: bytearray() for s in self._sinks}  # per slot: 1 while waiting
+        self._count = dict.fromkeys(self._sinks, 0)
+        self._low = dict.fromkeys(self._sinks, base)  # no record before it waits
+        # A flush's scan starts here: every record before it is settled or claimed.
+        self._cursor = dict.fromkeys(self._sinks, base)
+        self._busy: dict[str, set[int]] = {s: set() for s in self._sinks}
+        self._live: dict[str, set[int]] = {s: set() for s in self._sinks}
 
     def add(
         self,
@@ -69,25 +81,31 @@ class Ledger:
         """Hold a record for ``sinks``; its handle, or None when it cannot be held (no
         journal key and the memory bound is reached)."""
         limit = MAX_HELD_ITEMS if self._archive is None else MAX_HELD_ITEMS_JOURNALED
+        wanted = set(sinks)
         with self._cond:
-            hold = self._held < limit and self._held_bytes + len(data) <= MAX_HELD_BYTES
+            hold = len(self._held) < limit and self._held_bytes + len(data) <= MAX_HELD_BYTES
             if not hold and not isinstance(key, RecordKey):
                 return None
             ref = self._next
             self._next += 1
             if hold:
-                self._held += 1
                 self._held_bytes += len(data)
                 if self._held_bytes > MAPPING_BYTES:
                     mapping = None
-                entry: Item | int = Item(kind, data, key, problem, record_id, mapping, ref)  # type: ignore[arg-type]
+                self._held[ref] = Item(kind, data, key, problem, record_id, mapping, ref)  # type: ignore[arg-type]
+                self._lite.append(_NONE)
             else:
-                entry = self._pack(key)  # type: ignore[arg-type]
-            self._entries[ref] = entry
-            for sink in sinks:
-                if sink not in self._closed:
-                    self._waiting[sink][ref] = None
+                self._lite.append(self._pack(key))  # type: ignore[arg-type]
+            for sink in self._sinks:
+                flag = sink in wanted and sink not in self._closed
+                self._waiting[sink].append(flag)
+                self._count[sink] += flag
             return ref
+
+    def _waits(self, sink: str, ref: int) -> bool:
+        slot = ref - self._base
+        flags = self._waiting[sink]
+        return 0 <= slot < len(flags) and flags[slot] == 1
 
     def claim(
         self,
@@ -102,27 +120,30 @@ class Ledger:
         released. ``taken_over`` counts the records a flush or finish claimed that no live
         export ever had (the queue dropped them, or had not sent them yet)."""
         with self._cond:
-            waiting, busy = self._waiting.get(sink), self._busy.get(sink)
-            live = self._live.get(sink)
-            if waiting is None or busy is None or live is None:
+            if sink not in self._waiting:
                 return []
+            busy, live = self._busy[sink], self._live[sink]
             out: list[Item] = []
-            size = 0
             lite: list[tuple[int, int]] = []
-            for ref in waiting if refs is None else refs:
-                if ref in busy or ref not in waiting:
+            size = 0
+            start = max(self._low[sink], self._cursor[sink])
+            candidates = range(start, self._next) if refs is None else refs
+            for ref in candidates:
+                if refs is None:
+                    self._cursor[sink] = ref + 1
+                if ref in busy or not self._waits(sink, ref):
                     continue
                 busy.add(ref)
                 if refs is not None:
                     live.add(ref)
                 elif ref not in live:
                     self.taken_over[sink] += 1
-                entry = self._entries[ref]
-                if isinstance(entry, Item):
-                    out.append(entry)
-                    size += len(entry.data)
+                item = self._held.get(ref)
+                if item is not None:
+                    out.append(item)
+                    size += len(item.data)
                 else:
-                    lite.append((ref, entry))
+                    lite.append((ref, self._lite[ref - self._base]))
                     size += 1024
                 if len(out) + len(lite) >= max_items or size >= max_bytes:
                     break
@@ -160,42 +181,61 @@ class Ledger:
     def release(self, sink: str, items: Iterable[Item]) -> None:
         """No delivery holds these any more; they still wait for ``sink``."""
         with self._cond:
-            busy = self._busy.get(sink, set())
+            busy = self._busy.get(sink)
+            if busy is None:
+                return
             for item in items:
-                busy.discard(item.ref)  # type: ignore[arg-type]
+                if item.ref is not None:
+                    busy.discard(item.ref)
+                    self._cursor[sink] = min(self._cursor[sink], item.ref)
             self._cond.notify_all()
 
     def settle(self, sink: str, items: Iterable[Item]) -> None:
         """``sink`` is done with these; a record no sink waits for is let go."""
         with self._cond:
-            waiting, busy = self._waiting.get(sink), self._busy.get(sink)
-            if waiting is None or busy is None:
+            if sink not in self._waiting:
                 return
+            flags = self._waiting[sink]
             for item in items:
                 ref = item.ref
-                if ref is None or ref not in waiting:
+                if ref is None or not self._waits(sink, ref):
                     continue
-                del waiting[ref]
-                busy.discard(ref)
+                flags[ref - self._base] = 0
+                self._count[sink] -= 1
+                self._busy[sink].discard(ref)
                 self._live[sink].discard(ref)
-                if not any(ref in w for w in self._waiting.values()):
-                    self._forget(ref)
+                self._forget_if_done(ref)
+            self._advance(sink)
             self._cond.notify_all()
 
-    def _forget(self, ref: int) -> None:
-        entry = self._entries.pop(ref, None)
-        if isinstance(entry, Item):
-            self._held -= 1
-            self._held_bytes -= len(entry.data)
+    def _forget_if_done(self, ref: int) -> None:
+        if any(self._waits(s, ref) for s in self._sinks):
+            return
+        item = self._held.pop(ref, None)
+        if item is not None:
+            self._held_bytes -= len(item.data)
+
+    def _advance(self, sink: str) -> None:
+        """Move ``sink``'s low mark past settled records; drop slots no sink needs."""
+        flags, low = self._waiting[sink], self._low[sink]
+        while low < self._next and not flags[low - self._base]:
+            low += 1
+        self._low[sink] = low
+        cut = min(self._low.values()) - self._base
+        if cut >= _COMPACT:
+            del self._lite[:cut]
+            for s in self._sinks:
+                del self._waiting[s][:cut]
+            self._base += cut
 
     def waiting(self, sink: str) -> int:
         with self._cond:
-            return len(self._waiting.get(sink, ()))
+            return self._count.get(sink, 0)
 
     def claimable(self, sink: str) -> int:
         """Records waiting for ``sink`` that no delivery holds."""
         with self._cond:
-            return len(self._waiting.get(sink, ())) - len(self._busy.get(sink, ()))
+            return self._count.get(sink, 0) - len(self._busy.get(sink, ()))
 
     def wait_change(self, timeout: float) -> None:
         """Wait (at most ``timeout``) for a settle or release."""
@@ -205,26 +245,25 @@ class Ledger:
     def close(self, sink: str) -> int:
         """Stop waiting for ``sink``; how many records it never settled."""
         with self._cond:
+            if sink not in self._waiting:
+                return 0
             self._closed.add(sink)
-            left = list(self._waiting.get(sink, {}))
-            self._waiting[sink] = {}
+            left = self._count[sink]
+            self._waiting[sink] = bytearray(len(self._lite))
+            self._count[sink] = 0
             self._busy[sink] = set()
             self._live[sink] = set()
-            for ref in left:
-                if not any(ref in w for w in self._waiting.values()):
-                    self._forget(ref)
+            for ref in list(self._held):
+                self._forget_if_done(ref)
+            self._advance(sink)
             self._cond.notify_all()
-            return len(left)
+            return left
 
     def after_fork(self) -> None:
         """In a forked child: the parent's records are the parent's to deliver."""
         self._cond = threading.Condition()
-        self._entries = {}
-        self._held = self._held_bytes = 0
-        self._waiting = {s: {} for s in self._waiting}
-        self._busy = {s: set() for s in self._busy}
-        self._live = {s: set() for s in self._live}
-        self.taken_over = dict.fromkeys(self.taken_over, 0)
+        self._reset(self._next)
+        self.taken_over = dict.fromkeys(self._sinks, 0)
 
 
 def _recovered(data: bytes, key: RecordKey, ref: int) -> Item:
