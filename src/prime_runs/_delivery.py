@@ -49,6 +49,10 @@ _ENV = {
     "schedule_delay_millis": ("OTEL_BSP_SCHEDULE_DELAY", SCHEDULE_DELAY_MILLIS),
     "max_export_batch_size": ("OTEL_BSP_MAX_EXPORT_BATCH_SIZE", MAX_EXPORT_BATCH_SIZE),
 }
+# One delivery takes at most this much of a batch (a flush or finish too): a stalled
+# request then holds a bounded part of the run's records and their projected rows.
+BATCH_ITEMS = 2_000
+BATCH_BYTES = 8 * 1024 * 1024
 _POLL = 0.25  # how often a drain looks at the sinks' progress
 _RESOURCE = Resource.get_empty()
 
@@ -144,11 +148,17 @@ class Delivery:
         channel = self.channels.get(sink)
         if channel is None:
             return True
-        items = self.ledger.claim(sink, refs, max_items=len(refs) or 1, max_bytes=1 << 62)
+        remaining = iter(refs)  # each claim takes the next requests' worth
+        items = self.ledger.claim(sink, remaining, max_items=BATCH_ITEMS, max_bytes=BATCH_BYTES)
         if not items and not channel.held():
             return True
-        outcome = channel.deliver(items)
-        return not (outcome.unsent or channel.held())
+        ok = True
+        while True:
+            outcome = channel.deliver(items)
+            ok = ok and not outcome.unsent
+            items = self.ledger.claim(sink, remaining, max_items=BATCH_ITEMS, max_bytes=BATCH_BYTES)
+            if not items:
+                return ok and not channel.held()
 
     # -- outcomes ----------------------------------------------------------------------
 
@@ -209,7 +219,7 @@ class Delivery:
     def _drain_one(self, channel: Channel, until: float) -> None:
         name = channel.name
         while time.monotonic() < until and channel.retired is None:
-            items = self.ledger.claim(name)
+            items = self.ledger.claim(name, max_items=BATCH_ITEMS, max_bytes=BATCH_BYTES)
             if items or channel.held():
                 channel.deliver(items, until)
             elif self.ledger.waiting(name):
