@@ -147,3 +147,33 @@ def test_an_exporter_without_the_run_processor_says_what_is_missing(
     provider.shutdown()
     assert prime_env.evaluations == {}
     assert sum("configure_exporter(provider)" in r.getMessage() for r in caplog.records) == 1
+
+
+def test_records_sent_as_span_events_reach_a_users_exporter_once(
+    prime_env: StandInPlatform,
+    episodes: list[dict[str, Any]],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    claimed: list[object] = []
+    take = _registry.take_origin
+
+    def counting(origin: tuple[int, int]) -> Any:
+        found = take(origin)
+        claimed.append(found)
+        return found
+
+    monkeypatch.setattr(_registry, "take_origin", counting)
+    provider = TracerProvider()
+    pr.configure_exporter(provider)
+    exporter = _Recording()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    tracer = provider.get_tracer("user")
+    attributes = {"prime.run.name": "events", "prime.run.environments": ["gsm8k"]}
+    with tracer.start_as_current_span("run", attributes=attributes) as run_span:
+        for episode in episodes:
+            run_span.add_event("episode", {"prime.record": json.dumps(episode)})
+    assert provider.force_flush(60_000)
+    provider.shutdown()
+    _stored_once(prime_env, len(episodes))
+    assert len(claimed) == len(episodes) and None not in claimed  # one origin per event
+    assert SpanExportResult.FAILURE not in exporter.results

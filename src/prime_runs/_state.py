@@ -222,10 +222,10 @@ class RunState:
                 self.run_id,
             )
 
-    # -- sink outcomes (worker threads) ---------------------------------------------
+    # -- sink outcomes (delivery threads) -------------------------------------------
 
-    def on_outcome(self, worker: Any, outcome: Outcome) -> None:
-        sink = worker.name
+    def on_outcome(self, channel: Any, outcome: Outcome) -> None:
+        sink = channel.name
         if self.archive is not None:
             # Settled records (stored, rejected for their content, or not for this sink)
             # are not pending: `prime-runs sync` never resends them.
@@ -263,13 +263,13 @@ class RunState:
             "offer them again)"
         )
 
-    def on_late_outcome(self, worker: Any, outcome: Outcome) -> None:
+    def on_late_outcome(self, channel: Any, outcome: Outcome) -> None:
         """A batch that settled after ``finish()`` gave up on it: the counters already hold
         it as unsent, so only the archive learns what landed (sync will not resend it)."""
         keys = [i.key for i in outcome.acked if i.key is not None]
         if keys and self.archive is not None:
             try:
-                self.archive.ack(worker.name, keys)
+                self.archive.ack(channel.name, keys)
             except OSError:
                 logger.debug("prime-runs: could not journal a late acknowledgement", exc_info=True)
 
@@ -322,7 +322,7 @@ class RunState:
         down = silent or self.delivery.platform_down()
         if down:
             deadline = min(deadline, time.monotonic() + _finishing.DOWN_CLOSE_BUDGET)
-        self._close_workers()
+        self._close_sinks()
         if down:
             self._report_down()
         closed = self._close_out(status, error, deadline)
@@ -336,7 +336,7 @@ class RunState:
     def _stored_any(self) -> bool:
         return self.counters.stored_any()
 
-    def _close_workers(self) -> None:
+    def _close_sinks(self) -> None:
         self.counters.note_taken_over(self.delivery.taken_over())
         for sink, n in self.counters.taken_over.items():
             logger.info(

@@ -50,7 +50,7 @@ class Outcome:
     quiet: bool = False
     # Items the sink does not store at all (no projection): not a loss.
     skipped: list[Item] = field(default_factory=list)
-    # Settled after the worker was closed: the counters already hold these items as
+    # Settled after the channel was closed: the counters already hold these items as
     # unsent, so only the archive may learn about what landed.
     late: bool = False
 

@@ -193,7 +193,7 @@ class SamplesSink:
         check: set[int] | None = None,
         keep: bool = True,
     ) -> None:
-        """Hand ``todo``'s items back to the worker, keeping their unsent rows for the next
+        """Hand ``todo``'s items back to the channel, keeping their unsent rows for the next
         try (``keep``: not when the sink is retiring)."""
         for p in todo:
             if not p.rows:

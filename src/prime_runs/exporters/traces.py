@@ -221,7 +221,7 @@ class TracesSink:
             except self._pt.APIError as exc:
                 return exc
             except Exception as exc:
-                # Unexpected and local: count it as transient, so the worker's failure
+                # Unexpected and local: count it as transient, so the channel's failure
                 # streak bounds how often it can recur.
                 return self._pt.TransportError(f"{type(exc).__name__}: {exc}")
 
