@@ -299,3 +299,23 @@ def test_settled_records_are_let_go_and_later_ones_still_delivered(
     acked = [i.record_id for o in rec.outcomes for i in o.acked]
     assert sorted(acked) == sorted(f"r{n}" for n in range(150))  # each exactly once
     delivery.close()
+
+
+def test_records_still_waiting_when_a_sink_retires_are_counted_at_once() -> None:
+    sink = ScriptedSink("retire")
+    sink.gate = threading.Event()
+    rec = Recorder()
+    retired: list[int] = []
+    delivery = Delivery(
+        "run-test", None, on_outcome=rec, on_late=rec, on_retired=lambda c, n: retired.append(n)
+    )
+    delivery.attach([sink])  # type: ignore[list-item]
+    delivery.hand(_rec(0))
+    _wait(lambda: bool(sink.batches))  # the live export holds record 0
+    for n in range(1, 6):
+        delivery.hand(_rec(n))  # queued behind it, claimed by no delivery
+    sink.gate.set()
+    _wait(lambda: bool(retired))
+    assert retired == [5] and rec.total("unsent") == 1
+    assert delivery.pending() == 0  # nothing left to wait for: flush() is done at once
+    assert delivery.close() == {}

@@ -86,11 +86,13 @@ class Delivery:
         *,
         on_outcome: OutcomeHandler,
         on_late: OutcomeHandler,
+        on_retired: Callable[[Channel, int], None] | None = None,
     ) -> None:
         self.run_id = run_id
         self._archive = archive
         self._on_outcome = on_outcome
         self._on_late = on_late
+        self._on_retired = on_retired
         self.channels: dict[str, Channel] = {}
         self._processors: dict[str, BatchSpanProcessor] = {}
         self.ledger = Ledger((), archive)
@@ -167,6 +169,12 @@ class Delivery:
             self._on_outcome(channel, outcome)
         finally:
             self._settle_ledger(channel.name, outcome)
+        if outcome.retire is not None:
+            # What still waits for the sink will not reach it during the run (the journal
+            # keeps it for `prime-runs sync`): counted now, as the old queue's leftovers were.
+            left = self.ledger.abandon(channel.name)
+            if left and self._on_retired is not None:
+                self._on_retired(channel, left)
 
     def _late(self, channel: Channel, outcome: Outcome) -> None:
         self._on_late(channel, outcome)

@@ -242,6 +242,25 @@ class Ledger:
         with self._cond:
             self._cond.wait(max(0.0, timeout))
 
+    def abandon(self, sink: str) -> int:
+        """``sink`` stopped for the run: stop waiting for the records no delivery holds (the
+        ones held settle through their own outcome); how many there were."""
+        with self._cond:
+            if sink not in self._waiting:
+                return 0
+            self._closed.add(sink)
+            flags, busy = self._waiting[sink], self._busy[sink]
+            left = 0
+            for ref in range(self._low[sink], self._next):
+                if flags[ref - self._base] and ref not in busy:
+                    flags[ref - self._base] = 0
+                    left += 1
+                    self._forget_if_done(ref)
+            self._count[sink] -= left
+            self._advance(sink)
+            self._cond.notify_all()
+            return left
+
     def close(self, sink: str) -> int:
         """Stop waiting for ``sink``; how many records it never settled."""
         with self._cond:

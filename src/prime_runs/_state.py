@@ -70,7 +70,11 @@ class RunState:
         self.summary_acc = SummaryAccumulator()
         # The sinks, attached by the online wiring (none offline).
         self.delivery = Delivery(
-            identity.run_id, archive, on_outcome=self.on_outcome, on_late=self.on_late_outcome
+            identity.run_id,
+            archive,
+            on_outcome=self.on_outcome,
+            on_late=self.on_late_outcome,
+            on_retired=self._on_retired,
         )
         self.status = RunStatus.RUNNING
         self.finishing = False
@@ -262,6 +266,10 @@ class RunState:
             "has those records; the archive does not know it, so `prime-runs sync` may "
             "offer them again)"
         )
+
+    def _on_retired(self, channel: Any, left: int) -> None:
+        """Records still waiting for a sink that stopped: its failures (or quiet skips)."""
+        self.counters.count_sink("skipped" if channel.quiet else "failed", channel.name, left)
 
     def on_late_outcome(self, channel: Any, outcome: Outcome) -> None:
         """A batch that settled after ``finish()`` gave up on it: the counters already hold
