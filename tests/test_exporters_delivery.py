@@ -319,3 +319,23 @@ def test_records_still_waiting_when_a_sink_retires_are_counted_at_once() -> None
     assert retired == [5] and rec.total("unsent") == 1
     assert delivery.pending() == 0  # nothing left to wait for: flush() is done at once
     assert delivery.close() == {}
+
+
+def test_drain_serves_the_sinks_on_its_own_thread_when_no_thread_can_start(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("OTEL_BSP_SCHEDULE_DELAY", "60000")  # the live path stays idle
+    sink = ScriptedSink()
+    rec = Recorder()
+    delivery = _delivery(sink, rec)
+    for n in range(5):
+        delivery.hand(_rec(n))
+
+    def refuse(self: threading.Thread) -> None:
+        raise RuntimeError("can't create new thread at interpreter shutdown")
+
+    with monkeypatch.context() as m:  # as in an exit hook under Python 3.12+
+        m.setattr(threading.Thread, "start", refuse)
+        delivery.drain(time.monotonic() + 10)
+        assert delivery.close() == {}
+    assert rec.total("acked") == 5

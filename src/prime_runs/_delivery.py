@@ -210,8 +210,16 @@ class Delivery:
             for c in self.channels.values()
             if c.retired is None and (self.ledger.waiting(c.name) or c.held())
         ]
-        for thread in threads:
-            thread.start()
+        try:
+            for thread in threads:
+                thread.start()
+        except RuntimeError:
+            # Interpreter shutdown (Python 3.12+ refuses new threads in exit hooks): the
+            # sinks are served one after the other on this thread instead.
+            for channel in self.channels.values():
+                if channel.retired is None:
+                    self._drain_one(channel, until)
+            return False
         while any(t.is_alive() for t in threads):
             now = time.monotonic()
             if now >= until:
@@ -260,7 +268,10 @@ class Delivery:
         for processor in self._processors.values():
             # Its queue holds only spans of records settled above; its shutdown joins a
             # worker that may sit in a stalled request, so nobody waits for it.
-            threading.Thread(target=_shutdown, args=(processor,), daemon=True).start()
+            try:
+                threading.Thread(target=_shutdown, args=(processor,), daemon=True).start()
+            except RuntimeError:  # interpreter shutdown: the process is going away anyway
+                pass
         _registry.unregister(self.run_id, self)
         _registry.forget_origins(self)
         return left
