@@ -16,13 +16,14 @@ from typing import Any
 
 from . import _finishing
 from ._accounting import Counters
-from ._archive import REJECTED, SKIPPED, RunArchive, settled_name
+from ._archive import RunArchive
 from ._delivery import Delivery
 from ._encode import Encoded, record_id
 from ._finishing import DEFAULT_FINISH_TIMEOUT
+from ._journaling import Journal, computed_summary
 from ._json import sanitize_nonfinite
 from ._loggate import LogGate
-from .errors import JournalError, PrimeRunsError, RecordError, describe
+from .errors import PrimeRunsError, describe
 from .exporters._base import Outcome
 from .metrics import SummaryAccumulator
 from .status import RunStatus
@@ -68,6 +69,7 @@ class RunState:
         self._finish_lock = threading.RLock()  # a signal handler may re-enter
         self.counters = Counters()
         self.summary_acc = SummaryAccumulator()
+        self.journal = Journal(archive, self.counters, self.report) if archive is not None else None
         # The sinks, attached by the online wiring (none offline).
         self.delivery = Delivery(
             identity.run_id,
@@ -88,9 +90,7 @@ class RunState:
         self.gate = LogGate()  # finish() waits for log calls in flight, then refuses more
         self._status_lock = threading.Lock()
         self._closed = False  # the platform confirmed the close-out
-        self._journal_failing = False
         self._late_error: int | None = None  # index in errors of the late-logging entry
-        self._ack_failing = False  # reported once until an acknowledgement is written again
         if archive is not None and owner:
             try:
                 archive.write_status(self._status_doc())
@@ -143,14 +143,8 @@ class RunState:
         A journal failure is counted and reported, never raised: the record still goes
         to the sinks (offline, there are none, and it is lost)."""
         key = None
-        if self.archive is not None:
-            try:
-                key = self.archive.append(encoded.kind, encoded.data)
-            except OSError as exc:
-                self._journal_failed(encoded, exc)
-            else:
-                if self._journal_failing:
-                    self._journal_resumed()
+        if self.journal is not None:
+            key = self.journal.append(encoded, online=bool(self.delivery.channels))
         if key is None and (self.workers or self.archive is None):
             # Not in the journal the summary is computed from at finish: tally it now.
             self.summary_acc.add(encoded.record)
@@ -169,33 +163,6 @@ class RunState:
         # Not held: not in the journal and over the memory bound, so it reaches no sink.
         retired = [(c.name, c.quiet) for c in channels.values() if c.retired is not None]
         self.counters.count_logged(held=held, retired=retired)
-
-    def _journal_failed(self, encoded: Encoded, exc: OSError) -> None:
-        self.counters.count("unjournaled")
-        with self._lock:
-            first = not self._journal_failing
-            self._journal_failing = True
-        if not first:
-            return
-        where = "it was still sent to the platform" if self.workers else "it is lost"
-        reason = exc if isinstance(exc, JournalError) else f"{exc.strerror or exc}"
-        error = JournalError(
-            f"the run's journal could not store record {record_id(encoded.record)!r} "
-            f"({reason}); {where}. Later failures are counted until the journal "
-            "accepts writes again (see the finish report)"
-        )
-        error.errno = exc.errno
-        self.report(str(error), error)
-
-    def _journal_resumed(self) -> None:
-        with self._lock:
-            self._journal_failing = False
-            lost = self.counters.unjournaled
-        logger.warning(
-            "prime-runs: the run's journal accepts writes again (%d records could not be "
-            "stored so far)",
-            lost,
-        )
 
     # -- log calls and finish() -----------------------------------------------------
 
@@ -230,23 +197,8 @@ class RunState:
 
     def on_outcome(self, channel: Any, outcome: Outcome) -> None:
         sink = channel.name
-        if self.archive is not None:
-            # Settled records (stored, rejected for their content, or not for this sink)
-            # are not pending: `prime-runs sync` never resends them.
-            for name, items in (
-                (sink, outcome.acked),
-                (settled_name(sink, REJECTED), [i for i, _ in outcome.rejected]),
-                (settled_name(sink, SKIPPED), outcome.skipped if not outcome.quiet else []),
-            ):
-                keys = [i.key for i in items if i.key is not None]
-                if not keys:
-                    continue
-                try:
-                    self.archive.ack(name, keys)
-                except OSError as exc:
-                    self._ack_failed(sink, exc)
-                else:
-                    self._ack_failing = False
+        if self.journal is not None:
+            self.journal.settle(sink, outcome)
         self.counters.count_outcome(sink, outcome)
         for item, reason in outcome.rejected:
             self.report(f"{sink}: record {item.record_id!r} was not stored: {reason}", warn=False)
@@ -255,18 +207,6 @@ class RunState:
         elif outcome.retire is not None:
             logger.info("prime-runs: %s sink switched off: %s", sink, outcome.retire)
 
-    def _ack_failed(self, sink: str, exc: OSError) -> None:
-        # One report per failing spell: a full disk must not cost a warning per batch.
-        if self._ack_failing:
-            logger.debug("prime-runs: could not record %s acknowledgements: %s", sink, exc)
-            return
-        self._ack_failing = True
-        self.report(
-            f"could not record {sink} acknowledgements in the archive: {exc} (the platform "
-            "has those records; the archive does not know it, so `prime-runs sync` may "
-            "offer them again)"
-        )
-
     def _on_retired(self, channel: Any, left: int) -> None:
         """Records still waiting for a sink that stopped: its failures (or quiet skips)."""
         self.counters.count_sink("skipped" if channel.quiet else "failed", channel.name, left)
@@ -274,12 +214,8 @@ class RunState:
     def on_late_outcome(self, channel: Any, outcome: Outcome) -> None:
         """A batch that settled after ``finish()`` gave up on it: the counters already hold
         it as unsent, so only the archive learns what landed (sync will not resend it)."""
-        keys = [i.key for i in outcome.acked if i.key is not None]
-        if keys and self.archive is not None:
-            try:
-                self.archive.ack(channel.name, keys)
-            except OSError:
-                logger.debug("prime-runs: could not journal a late acknowledgement", exc_info=True)
+        if self.journal is not None:
+            self.journal.settle_late(channel.name, outcome)
 
     # -- flush and finish ---------------------------------------------------------
 
@@ -316,7 +252,7 @@ class RunState:
         if summary is not None:
             self.summary = dict(summary)
         elif self.owner and not self.forked:
-            self.summary = self._computed_summary()
+            self.summary = computed_summary(self.archive, self.summary_acc, self.report)
         # Drain before closing: the platform computes statistics at finalize.
         # Whatever the live queues have not delivered (dropped, failed, still queued) goes
         # now, from the ledger (bytes in memory or in the journal), through the same sinks.
@@ -412,26 +348,6 @@ class RunState:
         except OSError as exc:
             self.report(f"could not write the run's status to the archive: {exc}")
 
-    def _computed_summary(self) -> dict[str, Any]:
-        """The summary of every record the run logged, read back from the journal (so the
-        producer's thread never pays for it, and forked children's records count too),
-        plus the records the journal could not hold. Records it cannot use are reported."""
-        summary = SummaryAccumulator()
-        if self.archive is not None:
-            try:
-                for _, _, data in self.archive.iter_records():
-                    summary.add_encoded(data)
-            except OSError as exc:
-                self.report(f"could not read the journal to compute the summary: {exc}")
-        summary.merge(self.summary_acc)
-        if summary.skipped:
-            message = (
-                f"{summary.skipped} records were left out of the run summary: a reward or "
-                "metric is not a number that fits a float (e.g. 10**400 or a string)"
-            )
-            self.report(message, RecordError(message))
-        return dict(summary.result())
-
     def _summary_for_platform(self) -> dict[str, Any]:
         # Non-finite numbers are dropped by the platform close-out (contract §4.8).
         summary = dict(self.summary or {})
@@ -471,6 +387,6 @@ class RunState:
         self.gate = LogGate()
         self._status_lock = threading.Lock()
         self._late_error = None
-        self._journal_failing = False
-        self._ack_failing = False
+        if self.archive is not None:
+            self.journal = Journal(self.archive, self.counters, self.report)
         self.delivery.after_fork()
