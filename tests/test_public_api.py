@@ -102,3 +102,17 @@ def test_errors_are_a_tree_under_prime_runs_error():
         obj = getattr(pr, name)
         if isinstance(obj, type) and issubclass(obj, Exception):
             assert issubclass(obj, pr.PrimeRunsError), name
+
+
+def test_the_exporters_module_is_exactly_three_span_exporters():
+    from opentelemetry.sdk.trace.export import SpanExporter
+
+    from prime_runs import exporters
+
+    assert sorted(exporters.__all__) == [
+        "PrimeRunsExporter",
+        "PrimeTracesExporter",
+        "SampleTableExporter",
+    ]
+    for name in exporters.__all__:
+        assert issubclass(getattr(exporters, name), SpanExporter)

@@ -105,7 +105,7 @@ class Delivery:
 
     def attach(self, sinks: list[Sink]) -> None:
         """Deliver to ``sinks`` (called once, before the first record)."""
-        from .exporters import exporter_for  # the public classes import this package
+        from .exporters._exporter import exporter_for  # the public classes import this package
 
         for sink in sinks:
             self.channels[sink.name] = Channel(sink, on_outcome=self._settled, on_late=self._late)

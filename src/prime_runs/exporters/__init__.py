@@ -12,15 +12,11 @@ See ``docs/opentelemetry.md``.
 from ._exporter import (
     PrimeRunsExporter,
     PrimeTracesExporter,
-    RunRecordExporter,
     SampleTableExporter,
-    exporter_for,
 )
 
 __all__ = [
     "PrimeRunsExporter",
     "PrimeTracesExporter",
-    "RunRecordExporter",
     "SampleTableExporter",
-    "exporter_for",
 ]
