@@ -41,6 +41,7 @@ EXPECTED = {
     "log_traces",
     "metrics",
     "projection",
+    "record_score",
     "sampler",
     "semconv",
 }

@@ -82,6 +82,7 @@ _SOURCES: dict[str, str] = {
     "RunProcessor": ".processor",
     "Run": ".run",
     "sampler": ".sampling",
+    "record_score": "._genai.scores",
     "MODE_ENV": ".settings",
     "RunStatus": ".status",
     "metrics": ".metrics",
@@ -138,6 +139,7 @@ __all__ = [
     "log_traces",
     "metrics",
     "projection",
+    "record_score",
     "sampler",
     "semconv",
 ]

@@ -24,6 +24,7 @@ from opentelemetry.trace import SpanContext, StatusCode
 from . import _closeouts, _exit, semconv
 from ._emptyrun import warn_if_empty
 from ._encode import encode
+from ._genai import GenAICollector
 from ._limits import cut_by_limit, cut_message
 from ._open import RunOptions, open_state
 from ._state import RunState
@@ -53,6 +54,7 @@ class RunProcessor(SpanProcessor):
         self._members: dict[int, RunState] = {}
         self._joined: dict[str, RunState] = {}
         self._cut_reported: weakref.WeakSet[RunState] = weakref.WeakSet()
+        self._genai = GenAICollector()  # GenAI spans under a run become episodes
 
     # -- lookups -----------------------------------------------------------------------
 
@@ -82,6 +84,7 @@ class RunProcessor(SpanProcessor):
                 state = self._join(parent_context)
             if state is not None:
                 self._members[span.context.span_id] = state
+                self._genai.on_start(span, state, parent.span_id in self._runs)
         except Exception:
             logger.warning("prime-runs: could not track a span", exc_info=True)
 
@@ -108,6 +111,7 @@ class RunProcessor(SpanProcessor):
                 if isinstance(payload, str):
                     self._ingest_raw(state, payload, origin=(context.span_id, -1))
             self._ingest_events(state, span)
+            self._genai.on_end(span)
         except Exception:
             logger.warning("prime-runs: could not process a span", exc_info=True)
 

@@ -1,0 +1,7 @@
+"""GenAI semantic-convention spans under a run, mapped to episode records (docs/genai.md)."""
+
+from __future__ import annotations
+
+from .collector import GenAICollector
+
+__all__ = ["GenAICollector"]

@@ -1,0 +1,162 @@
+"""An episode span (or a top-level GenAI span) and the spans under it, as an episode record."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from opentelemetry.sdk.trace import ReadableSpan
+from opentelemetry.trace import StatusCode
+
+from . import names
+from .trace import TraceBuilder, error_of, seconds
+
+DEFAULT_AGENT = "agent"
+
+
+def _agent_of(span: ReadableSpan, by_id: Mapping[int, ReadableSpan]) -> str | None:
+    """The nearest ``gen_ai.agent.name`` on the span or its ancestors."""
+    seen = 0
+    current: ReadableSpan | None = span
+    while current is not None and seen < 256:  # bounded: a parent cycle cannot loop
+        name = (current.attributes or {}).get(names.AGENT_NAME)
+        if isinstance(name, str) and name:
+            return name
+        parent = current.parent
+        current = by_id.get(parent.span_id) if parent is not None else None
+        seen += 1
+    return None
+
+
+def _score(event: Any, problems: list[str]) -> tuple[str, dict[str, Any]] | None:
+    attrs = event.attributes or {}
+    name = attrs.get(names.EVALUATION_NAME)
+    if not isinstance(name, str) or not name:
+        problems.append(f"a {names.EVALUATION_EVENT} event has no {names.EVALUATION_NAME}")
+        return None
+    value = attrs.get(names.EVALUATION_SCORE)
+    entry: dict[str, Any] = {"score": None, "weight": 1.0}
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        entry["score"] = float(value)
+    elif value is not None:
+        problems.append(f"evaluation {name!r} has a score {value!r} that is not a number")
+    for key, attr in (
+        ("label", names.EVALUATION_LABEL),
+        ("explanation", names.EVALUATION_EXPLANATION),
+    ):
+        if isinstance(attrs.get(attr), str):
+            entry[key] = attrs[attr]
+    return name, entry
+
+
+def rewards_of(span: ReadableSpan, problems: list[str]) -> dict[str, dict[str, Any]]:
+    found: dict[str, dict[str, Any]] = {}
+    for event in span.events:
+        if event.name == names.EVALUATION_EVENT:
+            scored = _score(event, problems)
+            if scored is not None:
+                found[scored[0]] = scored[1]
+    return found
+
+
+def task_of(span: ReadableSpan, problems: list[str]) -> dict[str, Any] | None:
+    """``prime.task.*`` attributes on the episode span as ``task`` (absent when none)."""
+    attrs = span.attributes or {}
+    data: dict[str, Any] = {}
+    raw = attrs.get(names.TASK_DATA)
+    if raw is not None:
+        try:
+            parsed = json.loads(raw) if isinstance(raw, str) else None
+        except ValueError:
+            parsed = None
+        if isinstance(parsed, dict):
+            data.update(parsed)
+        else:
+            problems.append(f"{names.TASK_DATA} is not a JSON object; left out")
+    for key in names.TASK_KEYS:
+        value = attrs.get(names.TASK_PREFIX + key)
+        if value is not None and key != "key":
+            data[key] = list(value) if isinstance(value, tuple) else value
+    if not data and names.TASK_PREFIX + "key" not in attrs:
+        return None
+    task: dict[str, Any] = {"data": data}
+    if isinstance(attrs.get(names.TASK_PREFIX + "key"), str):
+        task["key"] = attrs[names.TASK_PREFIX + "key"]
+    return task
+
+
+def _trace(agent: str, builder: TraceBuilder, spans: Sequence[ReadableSpan]) -> dict[str, Any]:
+    starts = [s.start_time for s in spans if s.start_time is not None]
+    ends = [s.end_time for s in spans if s.end_time is not None]
+    errors = [e for e in (error_of(s) for s in spans) if e is not None]
+    trace: dict[str, Any] = {
+        "agent": {"name": agent},
+        "timing": {"start": seconds(min(starts)), "end": seconds(max(ends)) if ends else None},
+        "nodes": builder.nodes,
+        "calls": builder.calls,
+        "rewards": {},
+        "ok": not errors,
+        "errors": errors,
+        "info": {"genai": {"semconv": names.SEMCONV_VERSION, "content_captured": builder.captured}},
+    }
+    return trace
+
+
+def build(root: ReadableSpan, spans: Sequence[ReadableSpan]) -> tuple[dict[str, Any], list[str]]:
+    """The episode record for ``root`` and the spans that ended under it (any order)."""
+    problems: list[str] = []
+    by_id = {s.context.span_id: s for s in spans if s.context is not None}
+    ordered = sorted([*spans, root], key=lambda s: s.start_time or 0)
+    builders: dict[str, TraceBuilder] = {}
+    members: dict[str, list[ReadableSpan]] = {}
+    rewards: dict[str, dict[str, dict[str, Any]]] = {}
+    root_agent = _agent_of(root, by_id) or DEFAULT_AGENT
+    for span in ordered:
+        attrs = span.attributes or {}
+        operation = attrs.get(names.OPERATION)
+        agent = _agent_of(span, by_id) or root_agent
+        if operation in names.ROOT_OPERATIONS or operation == names.TOOL_OPERATION:
+            builder = builders.setdefault(agent, TraceBuilder())
+            members.setdefault(agent, []).append(span)
+            if operation in names.CALL_OPERATIONS:
+                builder.add_call(span)
+            elif operation == names.TOOL_OPERATION:
+                builder.add_tool(span)
+        found = rewards_of(span, problems)
+        if found:
+            rewards.setdefault("" if span is root else agent, {}).update(found)
+    if not builders:  # an episode span with no GenAI work under it: one empty trace
+        builders[root_agent] = TraceBuilder()
+        members[root_agent] = [root]
+    # The episode's own scores go to the trace that represents it (the first).
+    first = root_agent if root_agent in builders else next(iter(builders))
+    rewards.setdefault(first, {}).update(rewards.pop("", {}))
+    for builder in builders.values():
+        problems += builder.problems
+    context = root.context
+    episode_id = f"ep_{context.trace_id:032x}{context.span_id:016x}"
+    traces = []
+    for agent, builder in builders.items():
+        trace = _trace(agent, builder, members[agent])
+        trace["id"] = f"tr_{context.span_id:016x}_{len(traces)}"
+        trace["rewards"] = rewards.get(agent, {})
+        traces.append(trace)
+    root_error = error_of(root)
+    errors = [root_error] if root_error is not None else []
+    env_id = (root.attributes or {}).get(names.ENV_ID)
+    record: dict[str, Any] = {
+        "id": episode_id,
+        "env": {"id": env_id if isinstance(env_id, str) else ""},
+        "ok": root_error is None and all(t["ok"] for t in traces),
+        "errors": errors,
+        "traces": traces,
+    }
+    task = task_of(root, problems)
+    if task is not None:
+        record["task"] = task
+        for trace in traces:
+            trace["task"] = task
+    if root.status.status_code is StatusCode.ERROR and not errors:
+        record["ok"] = False
+    return record, problems

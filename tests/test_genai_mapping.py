@@ -1,0 +1,182 @@
+"""GenAI semantic-convention spans under a run become episode records (hand-built spans).
+
+Real components: a real tracer provider with the run processor, the offline archive.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from opentelemetry.trace import Status, StatusCode
+
+import prime_runs as pr
+from _genai_support import (
+    RUN_ATTRS,
+    archive,
+    chat_attrs,
+    episodes,
+    provider,
+    text,
+    tool_call,
+    tool_result,
+)
+
+
+def test_episode_span_with_chat_and_tool_spans_becomes_one_episode(isolated_env: Path) -> None:
+    tracer_provider = provider()
+    tracer = tracer_provider.get_tracer("agent")
+    first_in = [text("user", "What is 2+2?")]
+    first_out = [tool_call("call_1", "add", {"a": 2, "b": 2})]
+    second_in = [*first_in, first_out[0], tool_result("call_1", "4")]
+    second_out = [{**text("assistant", "It is 4."), "finish_reason": "stop"}]
+    task = {"prime.task.key": "math:1", "prime.task.answer": "4", "prime.env.id": "math-env"}
+    with tracer.start_as_current_span("run", attributes=RUN_ATTRS):
+        with tracer.start_as_current_span("episode", attributes=task):
+            with tracer.start_as_current_span(
+                "chat m", attributes=chat_attrs("m-1", first_in, first_out, (10, 5))
+            ):
+                pass
+            tool = {
+                "gen_ai.operation.name": "execute_tool",
+                "gen_ai.tool.name": "add",
+                "gen_ai.tool.call.id": "call_1",
+                "gen_ai.tool.call.result": "4",
+            }
+            with tracer.start_as_current_span("execute_tool add", attributes=tool):
+                pass
+            with tracer.start_as_current_span(
+                "chat m", attributes=chat_attrs("m-1", second_in, second_out, (20, 3))
+            ):
+                pass
+            pr.record_score("correct", 1.0, label="pass", explanation="matches the answer")
+    tracer_provider.force_flush()
+    (record,) = episodes(isolated_env)
+    assert record["env"] == {"id": "math-env"}
+    assert record["task"]["key"] == "math:1" and record["task"]["data"]["answer"] == "4"
+    assert record["ok"] is True
+    (trace,) = record["traces"]
+    assert trace["rewards"]["correct"] == {
+        "score": 1.0,
+        "weight": 1.0,
+        "label": "pass",
+        "explanation": "matches the answer",
+    }
+    assert [call["usage"] for call in trace["calls"]] == [
+        {"prompt_tokens": 10, "completion_tokens": 5},
+        {"prompt_tokens": 20, "completion_tokens": 3},
+    ]
+    assert [call["finish_reason"] for call in trace["calls"]] == ["tool_calls", "stop"]
+    roles = [node["message"]["role"] for node in trace["nodes"]]
+    assert roles == ["user", "assistant", "tool", "assistant"]  # the resent history is shared
+    assert [node["parent"] for node in trace["nodes"]] == [None, 0, 1, 2]
+    assistant = trace["nodes"][1]["message"]
+    assert assistant["tool_calls"] == [
+        {"id": "call_1", "type": "function", "name": "add", "arguments": '{"a": 2, "b": 2}'}
+    ]
+    assert trace["nodes"][2]["message"]["content"] == "4"
+    assert [call["node"] for call in trace["calls"]] == [1, 3]
+    assert trace["info"]["genai"]["content_captured"] is True
+    assert pr.metrics.from_episodes([record])["avg_reward"] == 1.0
+    status = archive(isolated_env).status()
+    assert status["summary"]["avg_reward"] == 1.0
+
+
+def test_content_off_keeps_calls_and_usage_and_says_so(isolated_env: Path) -> None:
+    tracer_provider = provider()
+    tracer = tracer_provider.get_tracer("agent")
+    attrs = {
+        "gen_ai.operation.name": "chat",
+        "gen_ai.request.model": "m-2",
+        "gen_ai.usage.input_tokens": 7,
+        "gen_ai.usage.output_tokens": 2,
+        "gen_ai.usage.cache_read.input_tokens": 3,
+    }
+    with tracer.start_as_current_span("run", attributes=RUN_ATTRS):
+        with tracer.start_as_current_span("chat m-2", attributes=attrs):  # a root-level chat
+            pass
+    tracer_provider.force_flush()
+    (record,) = episodes(isolated_env)
+    (trace,) = record["traces"]
+    assert trace["nodes"] == []
+    assert trace["calls"][0]["model"] == "m-2"
+    assert trace["calls"][0]["usage"] == {
+        "prompt_tokens": 4,
+        "completion_tokens": 2,
+        "cached_input_tokens": 3,
+    }
+    assert trace["info"]["genai"] == {"semconv": "1.37.0", "content_captured": False}
+
+
+def test_older_event_form_and_agents_make_one_trace_per_agent(isolated_env: Path) -> None:
+    tracer_provider = provider()
+    tracer = tracer_provider.get_tracer("agent")
+    with tracer.start_as_current_span("run", attributes=RUN_ATTRS):
+        with tracer.start_as_current_span("episode"):
+            for agent in ("planner", "coder"):
+                invoke = {"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": agent}
+                with tracer.start_as_current_span(f"invoke_agent {agent}", attributes=invoke):
+                    chat = {"gen_ai.operation.name": "chat", "gen_ai.request.model": "old"}
+                    with tracer.start_as_current_span("chat old", attributes=chat) as span:
+                        span.add_event("gen_ai.user.message", {"content": f"hi {agent}"})
+                        body = {"index": 0, "finish_reason": "stop", "message": {"content": "ok"}}
+                        span.add_event("gen_ai.choice", {"gen_ai.event.content": json.dumps(body)})
+                    pr.record_score("done", 0.5)
+    tracer_provider.force_flush()
+    (record,) = episodes(isolated_env)
+    by_agent = {trace["agent"]["name"]: trace for trace in record["traces"]}
+    assert set(by_agent) == {"planner", "coder"}
+    for agent, trace in by_agent.items():
+        messages = [node["message"] for node in trace["nodes"]]
+        assert messages == [
+            {"role": "user", "content": f"hi {agent}"},
+            {"role": "assistant", "content": "ok", "finish_reason": "stop"},
+        ]
+        assert trace["rewards"]["done"]["score"] == 0.5
+    assert len({trace["id"] for trace in record["traces"]}) == 2
+
+
+def test_malformed_values_still_produce_the_episode_and_report(
+    isolated_env: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    tracer_provider = provider()
+    tracer = tracer_provider.get_tracer("agent")
+    bad = {
+        "gen_ai.operation.name": "chat",
+        "gen_ai.request.model": "m-3",
+        "gen_ai.usage.input_tokens": "lots",
+        "gen_ai.usage.output_tokens": 4,
+        "gen_ai.input.messages": '[{"role": "user", "parts": [',  # truncated
+        "gen_ai.output.messages": json.dumps([text("assistant", "fine")]),
+    }
+    with tracer.start_as_current_span("run", attributes=RUN_ATTRS):
+        with tracer.start_as_current_span("episode") as episode:
+            with tracer.start_as_current_span("chat m-3", attributes=bad) as chat:
+                chat.set_status(Status(StatusCode.ERROR, "boom"))
+                chat.set_attribute("error.type", "RateLimitError")
+            episode.add_event("gen_ai.evaluation.result", {"gen_ai.evaluation.score.value": 1.0})
+    tracer_provider.force_flush()
+    (record,) = episodes(isolated_env)
+    (trace,) = record["traces"]
+    assert trace["calls"][0]["usage"] == {"prompt_tokens": 0, "completion_tokens": 4}
+    assert trace["calls"][0]["error"] == {"type": "RateLimitError", "message": "boom"}
+    assert [node["message"]["content"] for node in trace["nodes"]] == ["fine"]
+    assert trace["ok"] is False and record["ok"] is False
+    reported = caplog.text  # run.errors entries are logged as they are reported
+    assert "gen_ai.usage.input_tokens='lots' is not a token count" in reported
+    assert "input is not valid JSON" in reported
+    assert "has no gen_ai.evaluation.name" in reported
+
+
+def test_an_episode_span_with_its_own_record_is_not_mapped(isolated_env: Path) -> None:
+    tracer_provider = provider()
+    tracer = tracer_provider.get_tracer("agent")
+    own = {"id": "ep-own", "env": {"id": "x"}, "traces": []}
+    with tracer.start_as_current_span("run", attributes=RUN_ATTRS):
+        with tracer.start_as_current_span("episode", attributes={"prime.record": json.dumps(own)}):
+            chat = {"gen_ai.operation.name": "chat", "gen_ai.usage.input_tokens": 1}
+            with tracer.start_as_current_span("chat", attributes=chat):
+                pass
+    tracer_provider.force_flush()
+    assert [record["id"] for record in episodes(isolated_env)] == ["ep-own"]
