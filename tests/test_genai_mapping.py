@@ -131,8 +131,9 @@ def test_older_event_form_and_agents_make_one_trace_per_agent(isolated_env: Path
         messages = [node["message"] for node in trace["nodes"]]
         assert messages == [
             {"role": "user", "content": f"hi {agent}"},
-            {"role": "assistant", "content": "ok", "finish_reason": "stop"},
+            {"role": "assistant", "content": "ok"},
         ]
+        assert trace["calls"][0]["finish_reason"] == "stop"
         assert trace["rewards"]["done"]["score"] == 0.5
     assert len({trace["id"] for trace in record["traces"]}) == 2
 

@@ -60,6 +60,8 @@ def from_parts(item: object) -> Message | None:
     message["content"] = "".join(texts) if texts else None
     if calls:
         message["tool_calls"] = calls
+    if isinstance(item.get("finish_reason"), str):  # taken off by the call (not a message key)
+        message["finish_reason"] = item["finish_reason"]
     return message
 
 

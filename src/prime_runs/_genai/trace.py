@@ -134,6 +134,9 @@ class TraceBuilder:
         error = error_of(span)
         if error is not None:
             call["error"] = error
+        reasons = [m.pop("finish_reason", None) for m in inputs + outputs]
+        if "finish_reason" not in call and outputs and isinstance(reasons[len(inputs)], str):
+            call["finish_reason"] = reasons[len(inputs)]  # streams often only carry it here
         if outputs:  # the first choice continues the conversation
             call["node"] = self._add(outputs[0], sampled=True, when=end)
         self.calls.append(call)
