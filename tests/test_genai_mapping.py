@@ -9,6 +9,7 @@ import json
 from pathlib import Path
 
 import pytest
+from opentelemetry import trace as otel_trace
 from opentelemetry.trace import Status, StatusCode
 
 import prime_runs as pr
@@ -181,3 +182,21 @@ def test_an_episode_span_with_its_own_record_is_not_mapped(isolated_env: Path) -
                 pass
     tracer_provider.force_flush()
     assert [record["id"] for record in episodes(isolated_env)] == ["ep-own"]
+
+
+def test_an_episode_still_open_when_its_run_ends_is_recorded_as_it_was(
+    isolated_env: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    tracer_provider = provider()
+    tracer = tracer_provider.get_tracer("agent")
+    run = tracer.start_span("run", attributes=RUN_ATTRS)
+    episode = tracer.start_span("episode", otel_trace.set_span_in_context(run))
+    attrs = chat_attrs("m-4", [text("user", "hi")], [text("assistant", "yo")], (5, 1))
+    tracer.start_span("chat m-4", otel_trace.set_span_in_context(episode), attributes=attrs).end()
+    run.end()
+    episode.end()  # after its run: not a second record, not a crash
+    tracer_provider.force_flush()
+    (record,) = episodes(isolated_env)
+    assert record["traces"][0]["calls"][0]["usage"] == {"prompt_tokens": 5, "completion_tokens": 1}
+    assert "had not ended when its run ended" in caplog.text
+    assert archive(isolated_env).status()["logged"] == 1

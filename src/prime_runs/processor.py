@@ -99,6 +99,7 @@ class RunProcessor(SpanProcessor):
                 if state is not None:
                     note_run_ended(context.trace_id)
                     self._ingest_events(state, span)  # before the run closes
+                    self._genai.on_run_end(state)
                 if state is not None and not state.finishing:
                     warn_if_empty(state)
                     self._finish_raw(state, span)

@@ -32,9 +32,11 @@ MAX_OPEN = 10_000  # episodes buffered at once
 @dataclass
 class _Episode:
     state: RunState
+    root: ReadableSpan  # live until it ends; read only at its end or at its run's end
     spans: list[ReadableSpan] = field(default_factory=list)
     open: set[int] = field(default_factory=set)
     dropped: int = 0
+    late: bool = False  # its run ended first
 
 
 class GenAICollector:
@@ -56,7 +58,7 @@ class GenAICollector:
                 return
             if not _is_root(span, parent_is_run) or len(self._episodes) >= MAX_OPEN:
                 return
-            self._episodes[sid] = _Episode(state)
+            self._episodes[sid] = _Episode(state, span)
             self._root_of[sid] = sid
 
     def on_end(self, span: ReadableSpan) -> None:
@@ -82,6 +84,20 @@ class GenAICollector:
             return
         self._emit(span, episode)
 
+    def on_run_end(self, state: RunState) -> None:
+        """Episodes of ``state`` still open when their run ends: recorded with what they
+        have now (their spans ending later are not), and reported."""
+        with self._lock:
+            cut = [(k, e) for k, e in self._episodes.items() if e.state is state]
+            for key, episode in cut:
+                del self._episodes[key]
+                for sid in (key, *episode.open):
+                    self._root_of.pop(sid, None)
+        for _, episode in cut:
+            if not _is_own_record(episode.root):
+                episode.late = True
+                self._emit(episode.root, episode)
+
     def _emit(self, root: ReadableSpan, episode: _Episode) -> None:
         state = episode.state
         if not state.gate.enter():
@@ -90,6 +106,8 @@ class GenAICollector:
         try:
             record, problems = build(root, episode.spans)
             where = f"GenAI episode span {root.name!r} ({record['id']})"
+            if episode.late:
+                problems.append("it had not ended when its run ended; recorded as it was then")
             if episode.open:
                 problems.append(f"{len(episode.open)} spans under it had not ended; left out")
             if episode.dropped:
