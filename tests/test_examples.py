@@ -219,3 +219,20 @@ def test_configuration_documents_every_init_keyword_and_variable() -> None:
     for name, value in vars(settings).items():
         if name.endswith("_ENV"):
             assert f"`{value}`" in text, f"{value} is not in docs/configuration.md"
+
+
+def test_genai_agent_turns_genai_spans_into_episodes(sandbox: Sandbox) -> None:
+    result = run_example(sandbox, "genai_agent.py")
+    archive = only_run(sandbox.runs)
+    records = check_offline_archive(archive, 3, "genai-agent")
+    status = json.loads((archive / "status.json").read_text())
+    rewards = [r["traces"][0]["rewards"]["correct"]["score"] for r in records]  # type: ignore[index]
+    assert sorted(rewards) == [0.0, 1.0, 1.0]  # the third task's answer key is wrong
+    assert status["summary"]["avg_reward"] == pr.metrics.from_episodes(records)["avg_reward"]
+    for record in records:
+        (trace,) = record["traces"]  # type: ignore[misc]
+        roles = [node["message"]["role"] for node in trace["nodes"]]
+        assert roles == ["user", "assistant", "tool", "assistant"]
+        assert [call["usage"]["completion_tokens"] for call in trace["calls"]] == [12, 5]
+    assert "3 episodes logged" in result.stdout and "avg_reward 0.667" in result.stdout
+    assert "Traceback" not in result.stderr
