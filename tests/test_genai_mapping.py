@@ -200,3 +200,32 @@ def test_an_episode_still_open_when_its_run_ends_is_recorded_as_it_was(
     assert record["traces"][0]["calls"][0]["usage"] == {"prompt_tokens": 5, "completion_tokens": 1}
     assert "had not ended when its run ended" in caplog.text
     assert archive(isolated_env).status()["logged"] == 1
+
+
+def test_a_score_outside_every_agent_goes_to_the_first_trace(isolated_env: Path) -> None:
+    tracer_provider = provider()
+    tracer = tracer_provider.get_tracer("agent")
+    with tracer.start_as_current_span("run", attributes=RUN_ATTRS):
+        with tracer.start_as_current_span("episode"):
+            invoke = {"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "solver"}
+            with tracer.start_as_current_span("invoke_agent solver", attributes=invoke):
+                pass
+            with tracer.start_as_current_span("grade"):  # the grader's own span
+                pr.record_score("judged", 0.25, explanation="partly right")
+    tracer_provider.force_flush()
+    (record,) = episodes(isolated_env)
+    (trace,) = record["traces"]
+    assert trace["agent"] == {"name": "solver"}
+    assert trace["rewards"] == {
+        "judged": {"score": 0.25, "weight": 1.0, "explanation": "partly right"}
+    }
+    assert pr.metrics.from_episodes([record])["avg_reward"] == 0.25
+
+
+def test_record_score_rejects_bad_input_with_a_typed_error() -> None:
+    with pytest.raises(pr.RecordError, match="non-empty string"):
+        pr.record_score("", 1.0)
+    with pytest.raises(pr.RecordError, match="finite number"):
+        pr.record_score("x", float("nan"))
+    with pytest.raises(pr.RecordError, match="no recording span"):
+        pr.record_score("x", 1.0)  # no span is current here

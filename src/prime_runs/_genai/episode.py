@@ -129,9 +129,11 @@ def build(root: ReadableSpan, spans: Sequence[ReadableSpan]) -> tuple[dict[str, 
     if not builders:  # an episode span with no GenAI work under it: one empty trace
         builders[root_agent] = TraceBuilder()
         members[root_agent] = [root]
-    # The episode's own scores go to the trace that represents it (the first).
+    # The episode's own scores, and those outside any agent's trace, go to the trace that
+    # represents the episode (the first).
     first = root_agent if root_agent in builders else next(iter(builders))
-    rewards.setdefault(first, {}).update(rewards.pop("", {}))
+    for owner in [name for name in rewards if name not in builders]:
+        rewards.setdefault(first, {}).update(rewards.pop(owner))
     for builder in builders.values():
         problems += builder.problems
     context = root.context
