@@ -11,6 +11,10 @@ run processor turns them into a tracked run (see ``docs/concepts.md``).
 - A child span named ``episode`` (or ``trace`` for a bare trace) whose
   ``prime.record`` attribute holds the record as a JSON string is a logged
   record.
+- An ``episode`` span without ``prime.record`` (or a top-level GenAI span) whose
+  children are GenAI semantic-convention spans becomes an episode record; the
+  ``prime.task.*`` and ``prime.env.id`` attributes on it give its task and
+  environment (``docs/genai.md``).
 - Other processes join a run through W3C ``traceparent`` plus ``baggage``
   carrying ``prime.run.id``.
 """
@@ -51,6 +55,12 @@ RECORD_BYTES = "prime.record.bytes"  # encoded size, when the payload travels be
 # The run's handle for a record whose payload travels beside its span (the SDK's own record
 # spans on the delivery path): the run's ledger holds the bytes or their journal key.
 RECORD_REF = "prime.record.ref"
+
+# On an episode span mapped from GenAI spans (docs/genai.md): its task and environment.
+TASK_KEY = "prime.task.key"  # task.key
+TASK_PREFIX = "prime.task."  # prime.task.id/name/idx/answer/prompt/description: task.data.*
+TASK_DATA = "prime.task.data"  # JSON object: more task.data columns
+ENV_ID = "prime.env.id"  # env.id
 
 # W3C baggage key that lets another process join a run.
 BAGGAGE_RUN_ID = "prime.run.id"

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from .. import semconv
+
 SEMCONV_VERSION = "1.37.0"  # the gen_ai conventions this mapping follows
 
 OPERATION = "gen_ai.operation.name"
@@ -66,7 +68,7 @@ EVALUATION_LABEL = "gen_ai.evaluation.score.label"
 EVALUATION_EXPLANATION = "gen_ai.evaluation.explanation"
 
 # Producer attributes (prime.*) on the episode span: the task and the environment.
-TASK_PREFIX = "prime.task."
+TASK_PREFIX = semconv.TASK_PREFIX
 TASK_KEYS = ("key", "id", "name", "idx", "answer", "prompt", "description")
-TASK_DATA = "prime.task.data"  # JSON object: more task columns
-ENV_ID = "prime.env.id"
+TASK_DATA = semconv.TASK_DATA
+ENV_ID = semconv.ENV_ID
