@@ -130,6 +130,7 @@ class APITimeoutError(TransportError):
 __all__ = [
     "APIError",
     "APITimeoutError",
+    "AmbiguousRunError",
     "ConfigurationError",
     "ConflictError",
     "EnvironmentResolutionError",
