@@ -17,8 +17,8 @@ def warn_if_empty(state: RunState) -> None:
     refused = state.counters.invalid
     if refused:
         why = (
-            f"all {refused} records logged into it were refused: invalid, cut by an "
-            "attribute length limit, or logged after finish() (see run.errors)"
+            f"all {refused} records logged into it were refused: invalid, cut or dropped by "
+            "an OpenTelemetry attribute or event limit, or logged after finish() (see run.errors)"
         )
     else:
         why = (
@@ -26,6 +26,9 @@ def warn_if_empty(state: RunState) -> None:
             "pr.log_episodes(), or as `episode` spans or span events carrying "
             "prime.record under the `run` span"
         )
+        reported = len(state.counters.errors)
+        if reported:  # e.g. events dropped by a limit, records perhaps among them
+            why += f" (see run.errors: {reported} problem{'' if reported == 1 else 's'} reported)"
     logger.warning("prime-runs: run %s ended with no records: %s", state.run_id, why)
 
 

@@ -25,7 +25,7 @@ from . import _closeouts, _exit, semconv
 from ._emptyrun import warn_if_empty
 from ._encode import encode
 from ._genai import GenAICollector
-from ._limits import cut_by_limit, cut_message
+from ._limits import count_limit, cut_by_limit, cut_message, dropped_message, events_message
 from ._open import RunOptions, open_state
 from ._state import RunState
 from .errors import PrimeRunsError
@@ -38,6 +38,7 @@ logger = logging.getLogger("prime_runs")
 STATE_KEY = otel_context.create_key("prime_runs.run_state")
 SHUTDOWN_TIMEOUT = 30.0  # seconds shutdown() may take in all, as OpenTelemetry's own processors
 SHUTDOWN_REASON = "the tracer provider shut down before the run span ended"
+SDK_SCOPE = "prime_runs"  # the tracer of init() runs, whose record spans carry no payload
 
 
 class RunProcessor(SpanProcessor):
@@ -53,7 +54,10 @@ class RunProcessor(SpanProcessor):
         self._runs: dict[int, RunState] = {}
         self._members: dict[int, RunState] = {}
         self._joined: dict[str, RunState] = {}
-        self._cut_reported: weakref.WeakSet[RunState] = weakref.WeakSet()
+        # The kinds of limit already reported per run (one report each; every loss counted).
+        self._limit_reported: weakref.WeakKeyDictionary[RunState, set[str]] = (
+            weakref.WeakKeyDictionary()
+        )
         self._genai = GenAICollector()  # GenAI spans under a run become episodes
 
     # -- lookups -----------------------------------------------------------------------
@@ -84,7 +88,8 @@ class RunProcessor(SpanProcessor):
                 state = self._join(parent_context)
             if state is not None:
                 self._members[span.context.span_id] = state
-                self._genai.on_start(span, state, parent.span_id in self._runs)
+                if not _sdk_record_span(span):  # never a GenAI episode, even if its attributes
+                    self._genai.on_start(span, state, parent.span_id in self._runs)  # are cut
         except Exception:
             logger.warning("prime-runs: could not track a span", exc_info=True)
 
@@ -107,12 +112,15 @@ class RunProcessor(SpanProcessor):
             state = self._members.pop(context.span_id, None)
             if state is None:
                 return
+            payload = None
             if span.name in semconv.RECORD_SPANS:
                 payload = (span.attributes or {}).get(semconv.RECORD)
                 if isinstance(payload, str):
                     self._ingest_raw(state, payload, origin=(context.span_id, -1))
             self._ingest_events(state, span)
-            self._genai.on_end(span)
+            built = self._genai.on_end(span)
+            if span.name in semconv.RECORD_SPANS and not isinstance(payload, str):
+                self._check_dropped_record(state, span, built)
         except Exception:
             logger.warning("prime-runs: could not process a span", exc_info=True)
 
@@ -249,25 +257,61 @@ class RunProcessor(SpanProcessor):
         found = False
         span_id = span.context.span_id if span.context is not None else 0
         for index, event in enumerate(span.events):
-            if event.name in semconv.RECORD_SPANS:
-                payload = (event.attributes or {}).get(semconv.RECORD)
-                if isinstance(payload, str):
-                    found = True
-                    self._ingest_raw(state, payload, "event attribute", (span_id, index))
-        if found and span.dropped_events:
-            state.report(
-                f"span {span.name!r} of run {state.run_id} dropped {span.dropped_events} events "
-                "over the span event count limit (OTEL_SPAN_EVENT_COUNT_LIMIT, default 128); "
-                "records sent as those events are lost. Raise the limit, or log records as "
-                "child spans or with pr.log_episodes()"
-            )
+            if event.name not in semconv.RECORD_SPANS:
+                continue
+            payload = (event.attributes or {}).get(semconv.RECORD)
+            if isinstance(payload, str):
+                found = True
+                self._ingest_raw(state, payload, "event attribute", (span_id, index))
+            elif getattr(event, "dropped_attributes", 0):  # the SDK's Event counts them
+                kept = len(event.attributes or {})
+                limit = count_limit("event attributes", kept)
+                where = f"an event named {event.name!r} on span {span.name!r}"
+                message = dropped_message(state.run_id, where, 1, limit, event=True)
+                self._count_dropped(state, 1, message, "event attributes")
+        if span.dropped_events:
+            # The oldest events went: when the kept ones carry records, so did they.
+            limit = count_limit("span events", len(span.events))
+            where = f"span {span.name!r}"
+            message = events_message(state.run_id, where, span.dropped_events, limit, found)
+            self._count_dropped(state, span.dropped_events if found else 0, message, "events")
+
+    def _check_dropped_record(self, state: RunState, span: ReadableSpan, built: bool) -> None:
+        """A raw record span that ended without ``prime.record`` after dropping attributes
+        may have had it evicted (a span that dropped nothing simply carried no record).
+        ``built``: the GenAI collector made an episode of it, so no record is counted lost."""
+        dropped = span.dropped_attributes
+        if not dropped or _sdk_record_span(span):
+            return
+        limit = count_limit("span attributes", len(span.attributes or {}))
+        where = f"a span named {span.name!r}"
+        message = dropped_message(state.run_id, where, dropped, limit, built=built)
+        self._count_dropped(state, 0 if built else 1, message, "span attributes")
+
+    def _count_dropped(self, state: RunState, records: int, message: str, limit: str) -> None:
+        """Count ``records`` lost to a count limit like cut ones; report each ``limit`` (and
+        whether it lost records for certain) once per run."""
+        if records:
+            if state.gate.enter():
+                try:
+                    state.count_invalid(records)
+                finally:
+                    state.gate.leave()
+            else:
+                state.refuse_late(records)  # ended after its run finished: late either way
+        if self._first(state, f"{limit}:{bool(records)}"):
+            state.report(message)
 
     def _first_cut(self, state: RunState) -> bool:
         # One report per run: every cut record is counted (invalid) in the finish report.
+        return self._first(state, "length")
+
+    def _first(self, state: RunState, kind: str) -> bool:
         with self._lock:
-            if state in self._cut_reported:
+            reported = self._limit_reported.setdefault(state, set())
+            if kind in reported:
                 return False
-            self._cut_reported.add(state)
+            reported.add(kind)
             return True
 
     # -- joined runs ---------------------------------------------------------------------
@@ -290,6 +334,13 @@ class RunProcessor(SpanProcessor):
                 if state is not None:
                     self._joined[run_id] = state
             return state
+
+
+def _sdk_record_span(span: ReadableSpan) -> bool:
+    """A record span of an ``init()`` run: its payload travels beside it, never as
+    ``prime.record``, so a count limit can cut its attributes but never its record."""
+    scope = span.instrumentation_scope
+    return span.name in semconv.RECORD_SPANS and scope is not None and scope.name == SDK_SCOPE
 
 
 def _known_status(value: str) -> bool:

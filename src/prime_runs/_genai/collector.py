@@ -61,28 +61,30 @@ class GenAICollector:
             self._episodes[sid] = _Episode(state, span)
             self._root_of[sid] = sid
 
-    def on_end(self, span: ReadableSpan) -> None:
+    def on_end(self, span: ReadableSpan) -> bool:
+        """Whether ``span`` ended an episode that this made a record of."""
         sid = span.context.span_id if span.context is not None else 0
         with self._lock:
             root = self._root_of.pop(sid, None)
             if root is None:
-                return
+                return False
             episode = self._episodes.get(root)
             if episode is None:
-                return
+                return False
             if root != sid:
                 episode.open.discard(sid)
                 if len(episode.spans) < MAX_SPANS:
                     episode.spans.append(span)
                 else:
                     episode.dropped += 1
-                return
+                return False
             del self._episodes[root]
             for child in episode.open:
                 self._root_of.pop(child, None)
         if _is_own_record(span):
-            return
+            return False
         self._emit(span, episode)
+        return True
 
     def on_run_end(self, state: RunState) -> None:
         """Episodes of ``state`` still open when their run ends: recorded with what they
