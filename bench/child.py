@@ -13,7 +13,12 @@ Scenarios (the numbers refer to the figures in ``docs/benchmarks.md``):
 * ``producer`` (2): a loop doing fixed CPU work per episode, without and then
   with the SDK, timing every log call;
 * ``outage`` (3): the same while the platform answers 503 to everything;
-* ``burst`` (4): many small episodes against a stalled platform; peak RSS.
+* ``burst`` (4): many small episodes against a stalled platform; peak RSS;
+* ``growth`` (7): a run of ~5 KB episodes built one at a time, logged, flushed
+  and finished (online), or logged and finished offline for ``prime-runs sync``.
+
+The first three take the workload named by ``params["workload"]`` (``mixed``
+or ``verifiers``, see ``workload.py``).
 """
 
 from __future__ import annotations
@@ -197,18 +202,53 @@ def burst(side: Any, generator: Generator, count: int, timebox: float) -> dict[s
     }
 
 
+def growth(side: Any, generator: Generator, count: int) -> dict[str, Any]:
+    """Figure 7: one run of ``count`` ~5 KB episodes, built one at a time so the
+    process does not hold the whole run; building them costs CPU, measured here
+    apart (the same stream without the SDK) and subtracted."""
+    cpu_gen = time.process_time()
+    for _ in generator.stream(count, "5KB"):
+        pass
+    generate_cpu_s = time.process_time() - cpu_gen
+    info = side.start()
+    cpu0, t0 = time.process_time(), time.perf_counter()
+    for payload in generator.stream(count, "5KB"):
+        side.log(payload)
+    t_logged = time.perf_counter()
+    flushed = side.flush(3600.0)
+    t_flushed = time.perf_counter()
+    counters = side.finish()
+    t_done, cpu_done = time.perf_counter(), time.process_time()
+    return {
+        **info,
+        "episodes": count,
+        "cpu_s": cpu_done - cpu0 - generate_cpu_s,
+        "generate_cpu_s": generate_cpu_s,
+        "wall_s": t_done - t0,
+        "log_wall_s": t_logged - t0,
+        "flush_s": t_flushed - t_logged,
+        "finish_s": t_done - t_flushed,
+        "flushed": flushed,
+        "counters": counters,
+        "peak_rss": _status("VmHWM"),
+    }
+
+
 def main() -> None:
     params = json.loads(sys.argv[1])
     side = sides.make(params["side"], params.get("ours_init"))
     generator = Generator(salt=params.get("salt"))
     scenario = params["scenario"]
+    if scenario == "growth":
+        _result(growth(side, generator, params["count"]))
+        return
     if scenario == "burst":
         result = burst(side, generator, params["burst"], params["timebox"])
         _result(result)
         # The platform is stalled: the run is abandoned rather than drained.
         sys.stdout.flush()
         os._exit(0)
-    episodes = generator.episodes(params["count"])
+    episodes = generator.workload(params.get("workload", "mixed"), params["count"])
     payloads = [episode.payload for episode in episodes]
     if scenario == "throughput":
         result = throughput(side, payloads)

@@ -114,7 +114,7 @@ def machine() -> dict[str, Any]:
     }
 
 
-def _child_env(home: Path, extra: dict[str, str]) -> dict[str, str]:
+def child_env(home: Path, extra: dict[str, str]) -> dict[str, str]:
     """A clean environment: nothing of the caller's PRIME_*/OTEL_* settings, and a
     private HOME so no ``~/.prime/config.json`` is read."""
     keep = ("PATH", "LANG", "LC_ALL", "TMPDIR", "SYSTEMROOT")
@@ -130,7 +130,7 @@ def _child_env(home: Path, extra: dict[str, str]) -> dict[str, str]:
     return env
 
 
-def _platform_counts(stand_in: Any, run_id: str | None) -> dict[str, Any]:
+def platform_counts(stand_in: Any, run_id: str | None) -> dict[str, Any]:
     """What the stand-in stored for ``run_id``: episodes, sample rows, finalize."""
     if run_id is None:
         return {}
@@ -162,8 +162,18 @@ def py_spy() -> Path | None:
     return Path(found) if found else None
 
 
+#: Called after a networked child exited, with its stand-in platform and environment
+#: still up (``prime-runs sync`` of an offline run); what it returns joins the result.
+After = Callable[[Any, dict[str, str]], dict[str, Any]]
+
+
 def run_child(
-    side: str, scenario: str, params: dict[str, Any], log_dir: Path, profile: Path | None = None
+    side: str,
+    scenario: str,
+    params: dict[str, Any],
+    log_dir: Path,
+    profile: Path | None = None,
+    after: After | None = None,
 ) -> dict[str, Any]:
     """Run one measured side once; the child's result plus what the platform saw.
 
@@ -187,16 +197,19 @@ def run_child(
             from prime_runs.testing import StandInPlatform
 
             with StandInPlatform() as stand_in:
+                env = child_env(home, stand_in.env())
                 # The harness idles while the child runs: its CPU is the stand-in's.
                 cpu0 = time.process_time()
-                result = _drive(command, args, _child_env(home, stand_in.env()), stand_in, log_dir)
+                result = _drive(command, args, env, stand_in, log_dir)
                 result["standin_cpu_s"] = time.process_time() - cpu0
+                if after is not None and "error" not in result:
+                    result.update(after(stand_in, env))
                 if scenario == "burst":
                     stand_in.unstall()
                 else:
-                    result["platform"] = _platform_counts(stand_in, result.get("run_id"))
+                    result["platform"] = platform_counts(stand_in, result.get("run_id"))
         else:
-            result = _drive(command, args, _child_env(home, {}), None, log_dir)
+            result = _drive(command, args, child_env(home, {}), None, log_dir)
     return result
 
 
@@ -216,7 +229,9 @@ def _act(stand_in: Any, checkpoint: str) -> None:
 def _drive(
     command: list[str], args: dict[str, Any], env: dict[str, str], stand_in: Any, log_dir: Path
 ) -> dict[str, Any]:
-    name = f"{args['scenario']}-{args['side']}-{args.get('burst') or args.get('count')}"
+    size = args.get("burst") or args.get("count")
+    parts = (args["scenario"], args.get("workload"), args["side"], size)
+    name = "-".join(str(part) for part in parts if part)
     stderr_path = log_dir / f"{name}.log"
     result: dict[str, Any] | None = None
     with stderr_path.open("w", encoding="utf-8") as stderr:

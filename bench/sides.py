@@ -19,12 +19,14 @@ from workload import as_record
 INTERPRETER = {
     "ours": "ours",
     "ours-nosamples": "ours",
+    "ours-offline": "ours",
     "peer": "peer",
     "json": "ours",
     "otel": "ours",
 }
 #: Sides that talk to a stand-in platform (the floors never touch the network).
-NETWORKED = ("ours", "ours-nosamples", "peer")
+#: ``ours-offline`` writes only its archive; ``prime-runs sync`` then uploads it.
+NETWORKED = ("ours", "ours-nosamples", "ours-offline", "peer")
 
 _RUN = {"name": "bench", "environments": ["bench"], "model": "bench/model", "framework": "bench"}
 
@@ -119,16 +121,19 @@ class Peer:
 
 
 class Ours:
-    """This project, default configuration (dual-write) or with the sample table off."""
+    """This project, default configuration (dual-write) or with the sample table off;
+    ``mode="offline"`` for a run that ``prime-runs sync`` uploads later."""
 
     def __init__(self, samples: bool = True, extra: dict[str, Any] | None = None) -> None:
-        self._extra: dict[str, Any] = {} if samples else {"samples": False}
+        self._extra: dict[str, Any] = {"mode": None}
+        if not samples:
+            self._extra["samples"] = False
         self._extra.update(extra or {})
 
     def start(self) -> dict[str, Any]:
         import prime_runs as pr
 
-        self._run = pr.init(**_RUN, mode=None, **self._extra)
+        self._run = pr.init(**_RUN, **self._extra)
         return {"run_id": self._run.id, "version": getattr(pr, "__version__", "?")}
 
     def log(self, payload: Any) -> None:
@@ -160,4 +165,6 @@ def make(side: str, ours_init: dict[str, Any] | None = None) -> Any:
         return Ours(samples=True, extra=ours_init)
     if side == "ours-nosamples":
         return Ours(samples=False, extra=ours_init)
+    if side == "ours-offline":
+        return Ours(extra={**(ours_init or {}), "mode": "offline"})
     raise ValueError(f"unknown side {side!r}")

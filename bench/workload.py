@@ -1,9 +1,15 @@
-"""The benchmark workload: episodes derived from the fixture records.
+"""The benchmark workloads: episodes derived from the fixture records.
 
 Every episode is a copy of one fixture episode (``tests/data/episodes.jsonl``)
 with a fresh episode id and fresh member trace ids (so nothing repeats inside a
-run or across runs), padded to a size class by appending text to its assistant
-messages. Episodes alternate between two forms a producer hands over:
+run or across runs). Two workloads (``WORKLOADS``):
+
+* ``mixed``: each copy padded to a size class (~5 KB, ~50 KB, ~1 MB) by appending
+  text to its assistant messages;
+* ``verifiers``: the fixture records as they are (unpadded, ~9 KB on average),
+  the size verifiers actually produces, taken in turn.
+
+Episodes alternate between two forms a producer hands over:
 
 * even positions: an ``EpisodeObject``, standing in for a verifiers ``Episode``
   (verifiers is not installed in the benchmark environments): ``id`` and
@@ -26,6 +32,9 @@ from pathlib import Path
 from typing import Any
 
 FIXTURE = Path(__file__).resolve().parent.parent / "tests" / "data" / "episodes.jsonl"
+
+#: The workloads ``Generator.workload`` builds.
+WORKLOADS = ("mixed", "verifiers")
 
 #: Size classes in bytes of compact UTF-8 JSON.
 SIZES: dict[str, int] = {"5KB": 5 * 1024, "50KB": 50 * 1024, "1MB": 1024 * 1024}
@@ -149,6 +158,7 @@ class Generator:
         fixture = _load_fixture()
         paddable = [record for record in fixture if _paddable(record)]
         natural = {id(record): len(encode(record)) for record in paddable}
+        self._fixture = fixture
         self._bases: dict[str, list[dict[str, Any]]] = {
             # The small class starts from the fixtures already under 5 KB.
             name: [record for record in paddable if natural[id(record)] <= target]
@@ -165,19 +175,25 @@ class Generator:
             return f"{self._salt:08x}{index:016x}00000000"
         return f"{self._salt:08x}{index:016x}{member + 1:08x}"
 
+    def _fresh(self, base: Mapping[str, Any], index: int) -> dict[str, Any]:
+        """A copy of ``base`` with fresh episode and member trace ids."""
+        record = dict(base)
+        record["id"] = self._ids(index)
+        traces = []
+        for member, trace in enumerate(base.get("traces") or []):
+            copy = dict(trace)
+            copy["id"] = self._ids(index, member)
+            copy["nodes"] = [dict(node) for node in trace.get("nodes") or []]
+            traces.append(copy)
+        record["traces"] = traces
+        return record
+
     def record(self, index: int, size: str) -> dict[str, Any]:
         """A fresh episode mapping of roughly ``SIZES[size]`` bytes."""
         bases = self._bases[size]
         base = bases[index % len(bases)]
-        record = dict(base)
-        record["id"] = self._ids(index)
-        traces = []
-        for member, trace in enumerate(base["traces"]):
-            copy = dict(trace)
-            copy["id"] = self._ids(index, member)
-            copy["nodes"] = [dict(node) for node in trace["nodes"]]
-            traces.append(copy)
-        record["traces"] = traces
+        record = self._fresh(base, index)
+        traces = record["traces"]
         missing = SIZES[size] - self._natural[id(base)]
         if missing > 0:
             targets = [node for trace in traces for node in _assistant_nodes(trace)]
@@ -200,6 +216,23 @@ class Generator:
 
     def episodes(self, count: int) -> list[Episode]:
         return [self.episode(index) for index in range(count)]
+
+    def verifiers(self, count: int) -> list[Episode]:
+        """``count`` fixture records as they are (unpadded), fresh ids, taken in turn."""
+        episodes = []
+        for index in range(count):
+            record = self._fresh(self._fixture[index % len(self._fixture)], index)
+            payload: Any = EpisodeObject(record) if index % 2 == 0 else record
+            episodes.append(Episode(payload=payload, size="fixture", nbytes=len(encode(record))))
+        return episodes
+
+    def workload(self, name: str, count: int) -> list[Episode]:
+        """The ``count`` episodes of workload ``name`` (one of ``WORKLOADS``)."""
+        if name == "mixed":
+            return self.episodes(count)
+        if name == "verifiers":
+            return self.verifiers(count)
+        raise ValueError(f"unknown workload {name!r}; expected one of {WORKLOADS}")
 
     def stream(self, count: int, size: str = "5KB", start: int = 0) -> Iterator[Any]:
         """``count`` payloads built one at a time (nothing is kept): the burst."""
