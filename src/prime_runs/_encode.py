@@ -8,11 +8,12 @@ soon as ``log_episodes`` returns.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ._json import encode_json_lenient
+from ._json import encode_record
 from .errors import RecordError
 
 EPISODE = "episode"
@@ -26,10 +27,12 @@ class Encoded:
     kind: str  # EPISODE or TRACE
     data: bytes
     record: Mapping[str, Any]  # the producer's mapping (unstamped); read, never mutated
-    sanitized: bool  # non-finite numbers were written as null
     restamped: bool  # the record named a different run id, replaced on the copy
     problem: str | None  # what Prime Traces would reject in it (checked before sending)
     owned: bool = False  # ``record`` came from to_record(): nobody else holds it
+    # What the sample projection may read instead of decoding ``data``: the record when the
+    # SDK owns it, or an exact decode when a fast decode of ``data`` would not be exact.
+    snapshot: Mapping[str, Any] | None = None
 
 
 def to_mapping(record: object) -> Mapping[str, Any]:
@@ -100,7 +103,7 @@ def encode(record: object, run_id: str, run_type: str) -> Encoded:
     mapping = to_mapping(record)
     stamped, replaced = stamp(mapping, run_id, run_type)
     try:
-        data, sanitized = encode_json_lenient(stamped)
+        data, exact = encode_record(stamped)
     except (TypeError, ValueError, RecursionError) as exc:
         raise RecordError(
             f"record is not JSON-serializable ({exc}); records must hold only strings, "
@@ -108,7 +111,11 @@ def encode(record: object, run_id: str, run_type: str) -> Encoded:
         ) from exc
     kind = kind_of(mapping)
     owned = not isinstance(record, Mapping)
-    return Encoded(kind, data, mapping, sanitized, replaced, traces_problem(kind, stamped), owned)
+    snapshot = mapping if owned else None
+    if not exact:  # rare (an integer beyond 64 bits, say): decoded now, by the exact decoder
+        snapshot = json.loads(data)
+    problem = traces_problem(kind, stamped)
+    return Encoded(kind, data, mapping, replaced, problem, owned, snapshot)
 
 
 def traces_problem(kind: str, record: Mapping[str, Any]) -> str | None:

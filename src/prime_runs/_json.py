@@ -1,8 +1,17 @@
-"""The one JSON encoding every request body uses: compact, UTF-8, non-ASCII unescaped,
-and strict (``NaN``/``Infinity`` are refused here rather than by the server as an opaque 400).
+"""The JSON encodings: compact, UTF-8, non-ASCII unescaped.
 
-The fast path is always the C encoder with no ``default=`` hook; only a value that turns out
-to hold a non-finite float pays for a Python walk (:func:`sanitize_nonfinite`).
+Request bodies use :func:`encode_json`, strict (``NaN``/``Infinity`` are refused here rather
+than by the server as an opaque 400): the standard library's C encoder with no ``default=``
+hook; only a value that turns out to hold a non-finite float pays for a Python walk
+(:func:`sanitize_nonfinite`).
+
+Records use :func:`encode_record`: orjson, an order of magnitude faster on record-sized
+values, which writes non-finite floats as ``null`` as the record rules ask. Whatever orjson
+refuses (an integer beyond 64 bits, a non-string key, a ``str``/``int`` subclass it does not
+know, a nesting deeper than 255) is encoded by the standard library exactly as before, so the
+set of accepted records only grows (orjson also writes ``uuid.UUID`` and ``enum.Enum``
+values). Both write the same JSON values; floats in exponent form may differ in spelling
+(``1e-7`` against ``1e-07``), never in value.
 """
 
 from __future__ import annotations
@@ -11,9 +20,20 @@ import json
 import math
 from typing import Any
 
-__all__ = ["encode_json", "encode_json_lenient", "is_nonfinite_error", "sanitize_nonfinite"]
+import orjson
+
+__all__ = [
+    "decode_record",
+    "encode_json",
+    "encode_json_lenient",
+    "encode_record",
+    "is_nonfinite_error",
+    "sanitize_nonfinite",
+]
 
 _encoder = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+# datetime and dataclass values stay refused, as the standard library refuses them.
+_ORJSON_OPTIONS = orjson.OPT_PASSTHROUGH_DATETIME | orjson.OPT_PASSTHROUGH_DATACLASS
 
 
 def encode_json(value: Any) -> bytes:
@@ -72,3 +92,22 @@ def encode_json_lenient(value: Any) -> tuple[bytes, bool]:
         if not is_nonfinite_error(error):
             raise
     return encode_json(sanitize_nonfinite(value)), True
+
+
+def encode_record(value: Any) -> tuple[bytes, bool]:
+    """``value`` as compact UTF-8 JSON bytes, non-finite floats written as ``null``.
+
+    Returns the bytes and whether :func:`decode_record` gives ``value`` back exactly (False
+    when the standard library had to encode it: orjson would read an integer beyond 64 bits
+    back as a float). Raises like :func:`encode_json` for what JSON cannot represent.
+    """
+    try:
+        return orjson.dumps(value, option=_ORJSON_OPTIONS), True
+    except TypeError:
+        pass  # not orjson's: the standard library decides, as before
+    return encode_json_lenient(value)[0], False
+
+
+def decode_record(data: bytes) -> Any:
+    """Decode bytes :func:`encode_record` wrote with orjson (``ValueError`` if not JSON)."""
+    return orjson.loads(data)

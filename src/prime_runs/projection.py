@@ -35,7 +35,13 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from . import _records
-from ._json import encode_json, is_nonfinite_error, sanitize_nonfinite
+from ._json import (
+    decode_record,
+    encode_json,
+    encode_record,
+    is_nonfinite_error,
+    sanitize_nonfinite,
+)
 
 __all__ = [
     "ENVELOPE_BYTES",
@@ -139,7 +145,10 @@ def project_episode_bytes(
         return float(name)  # "NaN", "Infinity", "-Infinity"; nulled below like build_samples
 
     if record is None:
-        record = json.loads(episode_bytes, parse_constant=constant)
+        try:
+            record = decode_record(episode_bytes)
+        except ValueError:  # NaN literals, a number beyond a float: the standard decoder
+            record = json.loads(episode_bytes, parse_constant=constant)
     if not isinstance(record, Mapping):
         return []
     if "sample_id" in record:
@@ -169,13 +178,14 @@ def _spliced_row(
     pieces = [episode_bytes]
     for entry in row["trajectory"]:  # fresh dicts, safe to change
         try:
-            pieces.append(encode_json(entry["messages"]))
-        except ValueError:  # a non-finite number: the plain path nulls it
+            # Non-finite numbers come out as null, as the plain path writes them.
+            pieces.append(encode_record(entry["messages"])[0])
+        except (TypeError, ValueError):  # the plain path reports what is wrong
             return None
         entry["messages"] = _slot(len(pieces) - 1)
     pieces.append(pieces[-1] if len(pieces) > 1 else b"[]")
     row["completion"] = _slot(len(pieces) - 1)
-    parts = _SLOT_PATTERN.split(_encode_row(row)[0])
+    parts = _SLOT_PATTERN.split(encode_record(row)[0])  # non-finite numbers as null too
     slots = parts[1::2]
     if sorted(int(slot) for slot in slots) != list(range(len(pieces))):
         return None

@@ -195,8 +195,6 @@ class Run:
                 except RecordError as exc:
                     self._bad_input(exc, 1)
                     continue
-                if encoded.sanitized:
-                    logger.debug("prime-runs: non-finite numbers in a record were written as null")
                 state.ingest(encoded)
                 self._record_span(encoded.kind, encoded.record, len(encoded.data))
         finally:
