@@ -1,0 +1,98 @@
+"""The record encoding: orjson where it can, the standard library for what orjson refuses,
+and the same JSON values either way."""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from prime_runs._encode import encode
+from prime_runs._json import decode_record, encode_record
+from prime_runs.errors import RecordError
+from prime_runs.projection import project_episode_bytes
+
+
+def _episode() -> dict[str, Any]:
+    """A real verifiers episode (messages live in the trace's nodes)."""
+    with open(Path(__file__).parent / "data" / "episodes.jsonl", encoding="utf-8") as f:
+        return json.loads(f.readline())
+
+
+def _last_message(record: dict[str, Any]) -> dict[str, Any]:
+    return record["traces"][0]["nodes"][-1]["message"]
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        {"a": [1, 2.5, "é", None, True], "b": {"c": -0.0}},
+        {"big": 2**63 + 5, "neg": -(2**63)},
+        [1e-7, 1e17, 1.5e300, 0.1],
+        "snowman ☃ and emoji 🎉",
+    ],
+)
+def test_the_fast_path_writes_what_the_standard_library_reads_back(value: Any) -> None:
+    data, exact = encode_record(value)
+    assert exact
+    assert json.loads(data) == value
+    assert decode_record(data) == value
+
+
+def test_non_finite_numbers_are_written_as_null() -> None:
+    data, _ = encode_record({"x": math.nan, "y": [math.inf, -math.inf, 1.0]})
+    assert json.loads(data) == {"x": None, "y": [None, None, 1.0]}
+
+
+def test_what_orjson_refuses_the_standard_library_encodes_exactly() -> None:
+    value = {"huge": 10**30, 1: "int key", "deep": 10**400}
+    data, exact = encode_record(value)
+    assert not exact  # orjson would read 10**30 back as a float
+    assert json.loads(data) == {"huge": 10**30, "1": "int key", "deep": 10**400}
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        {"when": datetime.datetime(2026, 1, 1)},
+        {"s": {1, 2}},
+        {"bad": "\ud800"},
+    ],
+)
+def test_values_json_cannot_hold_are_still_refused(value: Any) -> None:
+    with pytest.raises(RecordError, match="not JSON-serializable"):
+        encode(value | {"id": "x", "timing": {"start": 1}}, "ev_1", "eval")
+
+
+def test_a_dataclass_inside_a_record_is_refused_as_before() -> None:
+    @dataclasses.dataclass
+    class Point:
+        x: int
+
+    with pytest.raises(RecordError):
+        encode({"id": "x", "p": Point(1)}, "ev_1", "eval")
+
+
+def test_a_record_beyond_64_bit_integers_projects_exactly() -> None:
+    # The sample row re-encodes the messages from a decode; a fast decode would turn the
+    # integer into a float, so such a record carries an exact snapshot instead.
+    record = _episode()
+    _last_message(record)["content"] = [{"type": "text", "n": 10**25}]
+    encoded = encode(record, "ev_1", "eval")
+    assert encoded.snapshot is not None
+    rows = project_episode_bytes(encoded.data, {}, record=encoded.snapshot)
+    row = json.loads(rows[0])
+    assert row["completion"][-1]["content"][0]["n"] == 10**25
+    assert isinstance(row["completion"][-1]["content"][0]["n"], int)
+
+
+def test_a_plain_record_needs_no_snapshot_and_projects_from_its_bytes() -> None:
+    encoded = encode(_episode(), "ev_1", "eval")
+    assert encoded.snapshot is None  # a mapping the producer may change: decoded later
+    from_bytes = project_episode_bytes(encoded.data, {})
+    assert json.loads(from_bytes[0])["completion"][-1] == _last_message(_episode())
