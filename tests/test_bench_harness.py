@@ -1,0 +1,123 @@
+"""The benchmark harness's own logic (bench/): workloads, grouping, targets, reports,
+and one real growth child with `prime-runs sync`. Nothing here times anything."""
+
+from __future__ import annotations
+
+import importlib
+import json
+import sys
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+
+BENCH = Path(__file__).resolve().parent.parent / "bench"
+DATA = Path(__file__).resolve().parent / "data" / "episodes.jsonl"
+
+
+def _bench(name: str) -> ModuleType:
+    if str(BENCH) not in sys.path:
+        sys.path.insert(0, str(BENCH))
+    return importlib.import_module(name)
+
+
+def _record(payload: Any) -> dict[str, Any]:
+    return payload.to_record() if hasattr(payload, "to_record") else payload
+
+
+def test_verifiers_workload_is_the_fixture_records_with_fresh_ids() -> None:
+    workload = _bench("workload")
+    fixture = [json.loads(line) for line in DATA.read_text(encoding="utf-8").splitlines()]
+    episodes = workload.Generator(salt=5).workload("verifiers", 2 * len(fixture))
+    ids = set()
+    for index, episode in enumerate(episodes):
+        record = _record(episode.payload)
+        base = fixture[index % len(fixture)]
+        # Unpadded: everything but the ids is the fixture record's.
+        assert {k: v for k, v in record.items() if k not in ("id", "traces")} == {
+            k: v for k, v in base.items() if k not in ("id", "traces")
+        }
+        for trace, base_trace in zip(record["traces"], base["traces"], strict=True):
+            assert trace["nodes"] == base_trace["nodes"]
+            ids.add(trace["id"])
+        ids.add(record["id"])
+        assert episode.nbytes == len(workload.encode(record))
+        assert hasattr(episode.payload, "to_record") == (index % 2 == 0)
+    members = sum(len(record["traces"]) for record in fixture)
+    assert len(ids) == 2 * (len(fixture) + members)  # nothing repeats
+    with pytest.raises(ValueError, match="unknown workload"):
+        workload.Generator(salt=5).workload("tiny", 1)
+
+
+def _throughput(side: str, workload: str | None, cpu_s: float) -> dict[str, Any]:
+    result = {"episodes": 1000, "cpu_s": cpu_s, "wall_s": 2.0, "finish_s": 0.01}
+    if side != "json":
+        result["platform"] = {"episodes": 1000}
+    entry = {"rep": 0, "scenario": "throughput", "side": side, "result": result}
+    return entry if workload is None else {**entry, "workload": workload}
+
+
+def test_figures_and_targets_are_kept_apart_per_workload() -> None:
+    figures = _bench("figures")
+    raw = [
+        _throughput("ours", "mixed", 1.0),
+        _throughput("peer", "mixed", 4.0),
+        _throughput("ours", "verifiers", 1.0),
+        _throughput("peer", "verifiers", 1.0),
+    ]
+    found = figures.aggregate(raw)
+    assert found["workloads"]["mixed"]["ours"]["cpu_per_1k"] == pytest.approx(1.0)
+    assert found["workloads"]["verifiers"]["peer"]["cpu_per_1k"] == pytest.approx(1.0)
+    cpu = {r["workload"]: r["ours"] for r in figures.targets(found) if r["figure"] == "1"}
+    assert cpu == {"mixed": True, "verifiers": False}
+
+
+def test_a_version_1_results_file_still_renders_as_the_mixed_workload() -> None:
+    report = _bench("report")
+    machine = {"cpu": "cpu", "cores": 2, "memory_gb": 1.0, "os": "os", "python": "3"}
+    params = {"episodes": 1000, "runs": 1, "work_ms": 2.0, "work_iters": 1, "bursts": []}
+    legacy = {
+        "machine": machine,
+        "params": {**params, "timebox": 30.0, "workload_mb": 35.0},
+        "figures": {},
+        "raw": [_throughput("ours", None, 1.0), _throughput("peer", None, 4.0)],
+    }
+    text = report.render(legacy)
+    assert "Workload: mixed" in text and "Workload: verifiers" not in text
+    assert "| 1 | CPU per 1k episodes <= 0.5x peer | mixed | met |" in text
+
+
+def test_growth_targets_flag_a_figure_that_grows() -> None:
+    growth = _bench("growth")
+
+    def runs(cpu: list[float], finish: list[float]) -> dict[str, Any]:
+        ours = {
+            str(size): {"cpu_per_1k": c, "finish_s": f}
+            for size, c, f in zip((2000, 20000), cpu, finish, strict=True)
+        }
+        offline = {
+            str(size): {"sync_wall_per_1k": 1.0, "synced_pct": 100.0} for size in (2000, 20000)
+        }
+        return {"ours": ours, "ours-offline": offline}
+
+    flat = {r["target"]: r["ours"] for r in growth.targets(runs([1.0, 1.1], [0.01, 0.02]))}
+    grows = {r["target"]: r["ours"] for r in growth.targets(runs([1.0, 1.5], [0.01, 0.5]))}
+    assert all(flat.values())
+    assert [ok for ok in grows.values()] == [False, False, True, True]
+
+
+def test_an_offline_growth_run_is_synced_whole_by_the_cli(tmp_path: Path) -> None:
+    harness, growth = _bench("harness"), _bench("growth")
+    result = harness.run_child(
+        "ours-offline",
+        "growth",
+        {"count": 30, "salt": 11},
+        tmp_path / "logs",
+        after=growth.sync_after,
+    )
+    assert "error" not in result, result
+    assert result["platform"]["episodes"] == 0  # offline: nothing sent by the run itself
+    assert result["sync_returncode"] == 0, result["sync_output"]
+    figures = growth.per_run("ours-offline", result)
+    assert figures["synced_pct"] == 100.0 and figures["synced_samples_pct"] == 100.0
