@@ -23,6 +23,8 @@ MB = 1024 * 1024
 #: Target 4's ceiling on a burst's peak RSS above baseline.
 BURST_MB = 100.0
 
+Figures = dict[str, dict[str, float]]  # side -> figure -> median
+
 
 @dataclass(frozen=True)
 class Metric:
@@ -82,9 +84,6 @@ def _per_run(scenario: str, result: dict[str, Any]) -> dict[str, float]:
     return {}
 
 
-Figures = dict[str, dict[str, float]]  # side -> figure -> median
-
-
 def medians(raw: list[dict[str, Any]]) -> Figures:
     """side -> figure -> median over runs."""
     samples: dict[str, dict[str, list[float]]] = {}
@@ -122,10 +121,10 @@ def ratio(num: float | None, den: float | None) -> float | None:
 class Target:
     figure: str
     text: str
-    check: Callable[[dict[str, dict[str, float]], str], bool | None]
+    check: Callable[[Figures, str], bool | None]
 
 
-def _get(figures: dict[str, dict[str, float]], side: str, key: str) -> float | None:
+def _get(figures: Figures, side: str, key: str) -> float | None:
     return figures.get(side, {}).get(key)
 
 
@@ -133,7 +132,7 @@ def _le(value: float | None, bound: float | None) -> bool | None:
     return None if value is None or bound is None else value <= bound
 
 
-def _burst_sizes(figures: dict[str, dict[str, float]], side: str) -> list[int]:
+def _burst_sizes(figures: Figures, side: str) -> list[int]:
     return sorted(
         int(key.split("_")[1])
         for key in figures.get(side, {})
@@ -141,7 +140,7 @@ def _burst_sizes(figures: dict[str, dict[str, float]], side: str) -> list[int]:
     )
 
 
-def _burst_ok(figures: dict[str, dict[str, float]], side: str) -> bool | None:
+def _burst_ok(figures: Figures, side: str) -> bool | None:
     sizes = _burst_sizes(figures, side)
     if not sizes:
         return None
@@ -154,7 +153,7 @@ def _burst_ok(figures: dict[str, dict[str, float]], side: str) -> bool | None:
     return completed and flat and max(peaks) <= BURST_MB
 
 
-def _slowdown_ratio(figures: dict[str, dict[str, float]], side: str) -> bool | None:
+def _slowdown_ratio(figures: Figures, side: str) -> bool | None:
     ours = _get(figures, side, "slowdown_pct")
     peer = _get(figures, "peer", "slowdown_pct")
     if ours is None or peer is None:
@@ -205,7 +204,7 @@ def _mul(value: float | None, factor: float) -> float | None:
     return None if value is None else value * factor
 
 
-def _outage_ok(figures: dict[str, dict[str, float]], side: str, key: str) -> bool | None:
+def _outage_ok(figures: Figures, side: str, key: str) -> bool | None:
     stalled = _get(figures, side, f"outage_{key}")
     base = _get(figures, side, key)
     if stalled is None or base is None:

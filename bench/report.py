@@ -180,7 +180,7 @@ def _workload_line(params: dict[str, Any]) -> str:
     sized = params.get("workload_mb")
     if not isinstance(sized, dict):  # version 1: one (mixed) workload
         sized = {"mixed": sized or 0.0}
-    return ", ".join(f"{name} {mb:.0f} MB of JSON" for name, mb in sized.items())
+    return ", ".join(f"{name} {mb:.0f} MB of JSON" for name, mb in sized.items()) or "none run"
 
 
 def render(results: dict[str, Any]) -> str:
