@@ -110,6 +110,9 @@ class Counters:
             "dropped": self.dropped,
             "invalid": self.invalid,
             "unjournaled": self.unjournaled,
+            # Per sink: what the live upload queue dropped or had not sent, which flush() or
+            # finish() sent instead (not a loss; a large number means a queue too short).
+            "sent_by_flush": dict(self.taken_over),
         }
 
     def warn_losses(self, *, run_id: str, where: str, online: bool) -> None:
