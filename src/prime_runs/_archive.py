@@ -30,7 +30,7 @@ import json
 import os
 import secrets
 import threading
-from collections.abc import Iterable, Iterator
+from collections.abc import Container, Iterable, Iterator
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -320,12 +320,15 @@ class RunArchive:
 
     # -- reading -----------------------------------------------------------------
 
-    def iter_records(self) -> Iterator[tuple[RecordKey, str, bytes]]:
-        """Every complete record line, segment by segment; a torn last line is skipped."""
+    def iter_records(self, skip: Container[str] = ()) -> Iterator[tuple[RecordKey, str, bytes]]:
+        """Every complete record line, segment by segment (but the segments named in
+        ``skip``); a torn last line is skipped."""
         records = self.path / RECORDS_DIR
         if not records.is_dir():
             return
         for path in sorted(records.glob("*.jsonl")):
+            if path.name in skip:
+                continue
             kind = path.name.split("-", 1)[0]
             offset = 0
             with path.open("rb") as f:

@@ -1,5 +1,5 @@
 """A run's journal as the run writes it: appends whose failures are contained and counted,
-acknowledgements of what each sink settled, and the summary read back at finish.
+acknowledgements of what each sink settled, and the run summary at finish.
 
 A full disk or a file size limit must never raise into the producer (the record still goes
 to the platform when it can), and must not cost a warning per record or per batch: each
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Container
 from typing import Any
 
 from ._accounting import Counters
@@ -35,6 +35,9 @@ class Journal:
         self._lock = threading.Lock()
         self._failing = False  # appends fail: reported once until one succeeds again
         self._ack_failing = False  # likewise for acknowledgements
+        # The segments this journal appended to: the run's summary already counts their
+        # records, so finish() reads back only the others (forked children, joined workers).
+        self.segments: set[str] = set()
 
     def append(self, encoded: Encoded, *, online: bool) -> RecordKey | None:
         """The record's key, or None when the journal could not store it (counted)."""
@@ -43,6 +46,7 @@ class Journal:
         except OSError as exc:
             self._append_failed(encoded, exc, online)
             return None
+        self.segments.add(key.segment)
         if self._failing:
             self._append_resumed()
         return key
@@ -114,19 +118,25 @@ class Journal:
 
 
 def computed_summary(
-    archive: RunArchive | None, unjournaled: SummaryAccumulator, report: Report
+    archive: RunArchive | None,
+    counted: SummaryAccumulator,
+    report: Report,
+    *,
+    skip: Container[str] = (),
 ) -> dict[str, Any]:
-    """The summary of every record a run logged, read back from the journal (so the
-    producer's thread never pays for it, and forked children's records count too), plus
-    the records the journal could not hold. Records it cannot use are reported."""
+    """The summary of every record a run logged: ``counted`` (what this process tallied as
+    it logged, including records the journal could not hold) plus the records of the
+    journal's other segments, read back (forked children's and joined workers' records
+    count too; ``skip`` names the segments ``counted`` covers). Records it cannot use are
+    reported."""
     summary = SummaryAccumulator()
+    summary.merge(counted)
     if archive is not None:
         try:
-            for _, _, data in archive.iter_records():
+            for _, _, data in archive.iter_records(skip=skip):
                 summary.add_encoded(data)
         except OSError as exc:
             report(f"could not read the journal to compute the summary: {exc}")
-    summary.merge(unjournaled)
     if summary.skipped:
         message = (
             f"{summary.skipped} records were left out of the run summary: a reward or "

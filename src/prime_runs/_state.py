@@ -69,6 +69,8 @@ class RunState:
         self._finish_lock = threading.RLock()  # a signal handler may re-enter
         self.counters = Counters()
         self.summary_acc = SummaryAccumulator()
+        # Only the owner computes the summary; its finish() reads others' segments back.
+        self._summarizes = owner
         self.journal = Journal(archive, self.counters, self.report) if archive is not None else None
         # The sinks, attached by the online wiring (none offline).
         self.delivery = Delivery(
@@ -141,13 +143,14 @@ class RunState:
         """Journal a record, account it in the summary, and hand it to every sink.
 
         A journal failure is counted and reported, never raised: the record still goes
-        to the sinks (offline, there are none, and it is lost)."""
+        to the sinks (offline, there are none, and it is lost, so it is not summarized)."""
         key = None
         if self.journal is not None:
             key = self.journal.append(encoded, online=bool(self.delivery.channels))
-        if key is None and (self.workers or self.archive is None):
-            # Not in the journal the summary is computed from at finish: tally it now.
-            self.summary_acc.add(encoded.record)
+        if self._summarizes and (key is not None or self.workers or self.archive is None):
+            # Tallied now, as its journal line would read back (a few microseconds): finish()
+            # never re-reads this process's records, whatever the run's size.
+            self.summary_acc.add_logged(encoded.record, encoded.data)
         if encoded.restamped:
             self._note_restamp()
         channels = self.delivery.channels
@@ -252,7 +255,8 @@ class RunState:
         if summary is not None:
             self.summary = dict(summary)
         elif self.owner and not self.forked:
-            self.summary = computed_summary(self.archive, self.summary_acc, self.report)
+            own = set(self.journal.segments) if self.journal is not None else set()
+            self.summary = computed_summary(self.archive, self.summary_acc, self.report, skip=own)
         # Drain before closing: the platform computes statistics at finalize.
         # Whatever the live queues have not delivered (dropped, failed, still queued) goes
         # now, from the ledger (bytes in memory or in the journal), through the same sinks.
@@ -382,6 +386,7 @@ class RunState:
         self._finish_lock = threading.RLock()  # a signal handler may re-enter
         self.counters = Counters()
         self.summary_acc = SummaryAccumulator()
+        self._summarizes = False  # the parent reads this process's segments back at finish
         self._first_error = None
         self._raised = False
         self.gate = LogGate()

@@ -60,8 +60,13 @@ class _Means:
             self.reward_sum = math.copysign(math.inf, self.reward_sum)
         sums, counts = self.sums, self.counts
         for name, value in values.items():
-            sums[name] = sums.get(name, 0.0) + value
-            counts[name] = counts.get(name, 0) + 1
+            total = sums.get(name)
+            if total is None:
+                sums[name] = 0.0 + value  # a float from the start, as sum(..., 0.0) would
+                counts[name] = 1
+            else:
+                sums[name] = total + value
+                counts[name] += 1
 
     def merge(self, other: _Means) -> None:
         self.traces += other.traces
@@ -80,6 +85,11 @@ _Scored = tuple[bool, Any, dict[str, Any]]
 
 class _Unusable(Exception):
     """A record's reward or metric is not a number that fits a float."""
+
+
+class _NotAsStored(Exception):
+    """A value the summary reads is stored differently in the journal (a non-finite float is
+    written as null), or the record is not made of plain dicts: decode the stored bytes."""
 
 
 def _number(value: Any) -> Any:
@@ -118,15 +128,75 @@ def _read(record: Any) -> tuple[bool, list[_Scored]]:
         raise _Unusable from exc
 
 
+# A logged record is summarized on the producer's thread, so the two functions below are the
+# per-record cost: one pass over each trace's rewards and metrics, and one check of all its
+# numbers at once. They give what ``_read`` gives for the record's JSON line, or raise
+# ``_NotAsStored`` (the caller then decodes the line).
+
+
+def _nonfinite(value: Any) -> bool:
+    return isinstance(value, float) and not math.isfinite(value)
+
+
+def _score_stored(trace: dict[str, Any]) -> _Scored:
+    values: dict[str, Any] = {}
+    reward: Any = 0  # int 0 like verifiers' sum(), so an unscored trace reports 0
+    for name, entry in (trace.get("rewards") or {}).items():
+        if entry is None or (score := entry.get("score")) is None:
+            continue
+        values[name] = score
+        reward += score * entry.get("weight", 1.0)
+    for name, value in (trace.get("metrics") or {}).items():
+        if value is not None:
+            values[name] = value  # a metric wins over a sub-reward of the same name
+    # A record that could be encoded holds no number types but int and float: fsum takes
+    # every value as a float, so a finite total means each is a number a float holds
+    # (a non-finite one, stored as null, or one too big for a float, raises or is not).
+    if not (math.isfinite(math.fsum(values.values())) and math.isfinite(reward)):
+        raise _NotAsStored
+    agent = trace.get("agent")
+    if agent.__class__ is dict:
+        trainable = agent.get("trainable", True)
+    else:
+        trainable = True if agent is None else _records.field(agent, "trainable", True)
+    if trainable.__class__ is not bool and _nonfinite(trainable):
+        raise _NotAsStored
+    return bool(trainable), reward, values
+
+
+def _read_stored(record: Any) -> tuple[bool, list[_Scored]]:
+    """``_read`` of ``record`` as its JSON line reads back, for records of plain dicts."""
+    if record.__class__ is not dict:
+        raise _NotAsStored
+    try:
+        if "traces" not in record:
+            members: Any = (record,)
+        elif (members := record["traces"]).__class__ is not list:
+            raise _NotAsStored
+        scored = []
+        for trace in members:
+            if trace.__class__ is not dict:
+                raise _NotAsStored
+            scored.append(_score_stored(trace))
+        ok = record.get("ok", False)
+        if ok.__class__ is not bool and _nonfinite(ok):
+            raise _NotAsStored
+        return not ok, scored
+    except (AttributeError, TypeError, ValueError, OverflowError):
+        raise _NotAsStored from None
+
+
 class _Tally:
     """The state behind both :func:`from_episodes` and :class:`SummaryAccumulator`, so the
     two agree exactly when fed the same records in the same order."""
 
-    __slots__ = ("all", "episodes", "failed", "skipped", "trainable")
+    __slots__ = ("episodes", "failed", "skipped", "trainable", "untrainable")
 
     def __init__(self) -> None:
+        # Each trace is added to one of the two: when no trace is trainable, the untrainable
+        # sums are exactly the sums over all traces that the rules fall back to.
         self.trainable = _Means()
-        self.all = _Means()  # used only if no candidate trace is trainable
+        self.untrainable = _Means()
         self.episodes = 0
         self.failed = 0
         self.skipped = 0  # records left out: unreadable, or numbers a float cannot hold
@@ -137,12 +207,17 @@ class _Tally:
 
     def add_scored(self, scored: Iterable[_Scored]) -> None:
         for trainable, reward, values in scored:
-            self.all.add(reward, values)
-            if trainable:
-                self.trainable.add(reward, values)
+            (self.trainable if trainable else self.untrainable).add(reward, values)
+
+    def merge(self, other: _Tally) -> None:
+        self.episodes += other.episodes
+        self.failed += other.failed
+        self.skipped += other.skipped
+        self.trainable.merge(other.trainable)
+        self.untrainable.merge(other.untrainable)
 
     def result(self) -> RunSummary:
-        means = self.trainable if self.trainable.traces else self.all
+        means = self.trainable if self.trainable.traces else self.untrainable
         return {
             "avg_reward": means.reward_sum / means.traces if means.traces else 0.0,
             "avg_metrics": {name: total / means.counts[name] for name, total in means.sums.items()},
@@ -215,6 +290,19 @@ class SummaryAccumulator:
             self._tally.add_scored(scored)
         return True
 
+    def add_logged(self, record: Any, data: bytes) -> bool:
+        """Count a record logged as ``data`` (its JSON encoding) exactly as ``add_encoded``
+        would, reading ``record`` instead of decoding ``data`` where that gives the same
+        numbers (almost always: it costs a few microseconds, not a decode)."""
+        try:
+            failed, scored = _read_stored(record)
+        except _NotAsStored:
+            return self.add_encoded(data)
+        with self._lock:
+            self._tally.add_unit(failed)
+            self._tally.add_scored(scored)
+        return True
+
     def add_encoded(self, data: bytes) -> bool:
         """Count one record stored as JSON; False when it was left out."""
         try:
@@ -232,12 +320,7 @@ class SummaryAccumulator:
         with other._lock:
             theirs = other._tally
             with self._lock:
-                mine = self._tally
-                mine.episodes += theirs.episodes
-                mine.failed += theirs.failed
-                mine.skipped += theirs.skipped
-                mine.trainable.merge(theirs.trainable)
-                mine.all.merge(theirs.all)
+                self._tally.merge(theirs)
 
     def result(self) -> RunSummary:
         with self._lock:
