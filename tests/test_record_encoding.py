@@ -96,3 +96,24 @@ def test_a_plain_record_needs_no_snapshot_and_projects_from_its_bytes() -> None:
     assert encoded.snapshot is None  # a mapping the producer may change: decoded later
     from_bytes = project_episode_bytes(encoded.data, {})
     assert json.loads(from_bytes[0])["completion"][-1] == _last_message(_episode())
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        b'{"a": -123456789012345678901234567890}',
+        b"[1,\n 12345678901234567890123, 2.5]",
+        b'{"k":"abc12345678901234567890123","n":18446744073709551615}',
+        b'{"a":[{"b":1e300}],"c":"\\u00e9"}',
+    ],
+)
+def test_decoding_is_exact(data: bytes) -> None:
+    decoded = decode_record(data)
+    assert decoded == json.loads(data)
+    assert repr(decoded) == repr(json.loads(data))  # an int stays an int
+
+
+@pytest.mark.parametrize("data", [b"[NaN]", b'{"a":Infinity}', b"[1,]", b"nope"])
+def test_decoding_refuses_what_is_not_strict_json(data: bytes) -> None:
+    with pytest.raises(ValueError):
+        decode_record(data)

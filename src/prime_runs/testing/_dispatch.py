@@ -10,6 +10,7 @@ from collections.abc import Callable
 from http import HTTPStatus
 from urllib.parse import parse_qsl
 
+from .._json import decode_record
 from ._faults import Fault, FaultBook
 from ._platform_api import SAMPLES_BODY_LIMIT, PlatformApi
 from ._records import RecordedRequest
@@ -72,7 +73,7 @@ class Dispatcher:
         call = Call(method, found.route, found.params, query, headers, body, record)
         if found.route not in TRACES_ROUTES and body and len(body) <= SAMPLES_BODY_LIMIT:
             try:
-                call.json = record.json = json.loads(body)
+                call.json = record.json = _loads(body)
             except ValueError:
                 pass  # the handler answers 422
         with self._state.lock:
@@ -165,3 +166,12 @@ class Dispatcher:
                 value = int(value)
             reply.headers["Retry-After"] = str(value)
         return reply
+
+
+def _loads(body: bytes) -> object:
+    """``json.loads(body)``, with the fast exact decoder first: a stand-in that decodes slowly
+    would compete with the client it measures (2 cores)."""
+    try:
+        return decode_record(body)
+    except ValueError:  # NaN, a lone surrogate...: whatever json.loads makes of it
+        return json.loads(body)

@@ -10,6 +10,7 @@ import time
 import zlib
 from typing import Any
 
+from .._json import decode_record
 from ._multipart import MultipartError, boundary_of, parse_multipart
 from ._records import RecordedRequest
 from ._reply import Call, Reply, Settings, traces_error
@@ -220,6 +221,11 @@ def _parse_lines(data: bytes) -> list[Any]:
             continue
         if len(line) > MAX_LINE_BYTES:
             raise _Rejected("trace_too_large", f"line {number} exceeds {MAX_LINE_BYTES} bytes")
+        try:
+            docs.append(decode_record(line))  # strict and exact, and fast (see _json)
+            continue
+        except ValueError:
+            pass  # not UTF-8, a lone surrogate escape...: judged below as before
         try:
             text = line.decode("utf-8")
         except UnicodeDecodeError:
