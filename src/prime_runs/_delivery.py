@@ -52,7 +52,7 @@ _ENV = {
 # One delivery takes at most this much of a batch (a flush or finish too): a stalled
 # request then holds a bounded part of the run's records and their projected rows.
 BATCH_ITEMS = 2_000
-BATCH_BYTES = 8 * 1024 * 1024
+BATCH_BYTES = 4 * 1024 * 1024
 _POLL = 0.25  # how often a drain looks at the sinks' progress
 _RESOURCE = Resource.get_empty()
 

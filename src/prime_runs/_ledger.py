@@ -34,6 +34,9 @@ logger = logging.getLogger("prime_runs")
 MAX_HELD_ITEMS = 100_000
 MAX_HELD_ITEMS_JOURNALED = 20_000
 MAX_HELD_BYTES = 64 * 1024 * 1024
+# With a journal, a record beyond this is read back from it (the page cache, usually):
+# a stalled platform then costs a burst little memory.
+MAX_HELD_BYTES_JOURNALED = 16 * 1024 * 1024
 # Decoded records (which spare the sample projection a decode) are kept only while the
 # held bytes are this few: a decoded dict is several times its JSON.
 MAPPING_BYTES = 4 * 1024 * 1024
@@ -80,10 +83,12 @@ class Ledger:
     ) -> int | None:
         """Hold a record for ``sinks``; its handle, or None when it cannot be held (no
         journal key and the memory bound is reached)."""
-        limit = MAX_HELD_ITEMS if self._archive is None else MAX_HELD_ITEMS_JOURNALED
+        journaled = self._archive is not None
+        limit = MAX_HELD_ITEMS_JOURNALED if journaled else MAX_HELD_ITEMS
+        max_bytes = MAX_HELD_BYTES_JOURNALED if journaled else MAX_HELD_BYTES
         wanted = set(sinks)
         with self._cond:
-            hold = len(self._held) < limit and self._held_bytes + len(data) <= MAX_HELD_BYTES
+            hold = len(self._held) < limit and self._held_bytes + len(data) <= max_bytes
             if not hold and not isinstance(key, RecordKey):
                 return None
             ref = self._next
