@@ -28,6 +28,7 @@ __all__ = [
     "encode_json_lenient",
     "encode_record",
     "is_nonfinite_error",
+    "may_hold_long_int",
     "sanitize_nonfinite",
 ]
 
@@ -126,9 +127,15 @@ def decode_record(data: bytes | bytearray | memoryview) -> Any:
     what is not JSON, or not strict JSON (``NaN`` literals: the caller decides what those
     mean).
     """
-    if _LONG_INT in bytes(data).translate(_TOKENS, _SKIPPED):
+    if may_hold_long_int(data):
         return json.loads(bytes(data), parse_constant=_refuse_constant)
     return orjson.loads(data)
+
+
+def may_hold_long_int(data: bytes | bytearray | memoryview) -> bool:
+    """Whether ``data`` may hold an integer of 20 digits or more (which orjson would read
+    as a float); False means it certainly holds none."""
+    return _LONG_INT in bytes(data).translate(_TOKENS, _SKIPPED)
 
 
 def _refuse_constant(name: str) -> Any:

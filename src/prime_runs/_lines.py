@@ -12,6 +12,10 @@ import json
 import re
 from typing import Any
 
+import orjson
+
+from ._json import may_hold_long_int
+
 # A float overflows above ~1.8e308, so only an integer of 309 digits or more can fail to
 # convert. Most lines have none: the C scanner checks that before any Python hook runs.
 _LONG_DIGITS = re.compile(rb"\d{309}")
@@ -36,6 +40,13 @@ def _checked_int(text: str) -> int:
 
 def parse_record(data: bytes) -> tuple[dict[str, Any] | None, str | None]:
     """``(record, None)`` for a usable record line, else ``(None, why it is not one)``."""
+    if not may_hold_long_int(data):
+        try:
+            value = orjson.loads(data)  # exact here, and several times faster
+        except ValueError:
+            pass  # NaN literals, a lone surrogate, deep nesting...: judged as before
+        else:
+            return _record_or_why(value)
     try:
         if _LONG_DIGITS.search(data):
             value = json.loads(data, parse_int=_checked_int)
@@ -47,6 +58,10 @@ def parse_record(data: bytes) -> tuple[dict[str, Any] | None, str | None]:
         return None, "nested too deeply to read"
     except ValueError:  # also bad UTF-8, and integers past Python's digit limit
         return None, NOT_JSON
+    return _record_or_why(value)
+
+
+def _record_or_why(value: Any) -> tuple[dict[str, Any] | None, str | None]:
     if not isinstance(value, dict):
         return None, f"a JSON {_json_type(value)}, not a record (a JSON object)"
     return value, None

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import logging
+import time
 from collections import deque
 from typing import Any
 
@@ -95,6 +96,10 @@ class SamplesSink:
         outcome = Outcome()
         todo: list[_Rows] = []
         for item in items:
+            # Let the producer's thread have the GIL between records: projecting a batch
+            # holds it for milliseconds, and a log call waiting on it is the producer's
+            # tail latency.
+            time.sleep(0)
             try:
                 pending = self._pending(item)
             except Exception as exc:  # a record the projection cannot read
