@@ -7,11 +7,11 @@ hook; only a value that turns out to hold a non-finite float pays for a Python w
 
 Records use :func:`encode_record`: orjson, an order of magnitude faster on record-sized
 values, which writes non-finite floats as ``null`` as the record rules ask. Whatever orjson
-refuses (an integer beyond 64 bits, a non-string key, a ``str``/``int`` subclass it does not
-know, a nesting deeper than 255) is encoded by the standard library exactly as before, so the
-set of accepted records only grows (orjson also writes ``uuid.UUID`` and ``enum.Enum``
-values). Both write the same JSON values; floats in exponent form may differ in spelling
-(``1e-7`` against ``1e-07``), never in value.
+refuses (an integer beyond 64 bits, a non-string key, a nesting deeper than 255) is encoded
+by the standard library exactly as before, so the set of accepted records only grows
+(orjson also writes ``uuid.UUID`` and ``enum.Enum`` values). Both write the same JSON
+values; floats in exponent form may differ in spelling (``1e-7`` against ``1e-07``), never
+in value.
 """
 
 from __future__ import annotations
