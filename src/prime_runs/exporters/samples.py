@@ -26,6 +26,8 @@ from ._base import Deadline, Item, Outcome, as_deadline
 
 logger = logging.getLogger("prime_runs")
 
+YIELD_EVERY = 0.0003  # seconds of projection between GIL hand-offs (measured: docs/benchmarks.md)
+
 SINK_NAME = "eval_samples"
 # Extra requests one export may spend halving rejected requests. One bad row in 2,000
 # costs about 22; a platform that refuses every row must not cost thousands.
@@ -95,11 +97,14 @@ class SamplesSink:
         deadline = as_deadline(deadline)
         outcome = Outcome()
         todo: list[_Rows] = []
+        yielded = time.monotonic()
         for item in items:
-            # Let the producer's thread have the GIL between records: projecting a batch
-            # holds it for milliseconds, and a log call waiting on it is the producer's
-            # tail latency.
-            time.sleep(0)
+            if time.monotonic() - yielded >= YIELD_EVERY:
+                # Let the producer's thread have the GIL: projecting a batch holds it for
+                # many milliseconds, and a log call waiting on it is the producer's tail
+                # latency. Not after every record: each hand-off costs a context switch.
+                time.sleep(0)
+                yielded = time.monotonic()
             try:
                 pending = self._pending(item)
             except Exception as exc:  # a record the projection cannot read
