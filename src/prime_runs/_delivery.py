@@ -58,6 +58,30 @@ _RESOURCE = Resource.get_empty()
 
 OutcomeHandler = Callable[[Channel, Outcome], None]
 
+# Set while this thread hands a record's span to the run's own processors.
+_handing = threading.local()
+# Where OpenTelemetry's batch processors log "Queue full, dropping Span." (newer and older SDKs).
+_PROCESSOR_LOGGERS = ("opentelemetry.sdk._shared_internal", "opentelemetry.sdk.trace.export")
+
+
+class _OwnQueueDrops(logging.Filter):
+    """Hides "Queue full, dropping Span." from the run's own processors: what their queue
+    drops is delivered from the ledger at flush/finish (status.json's ``sent_by_flush``), so
+    the line would announce a loss that is none. A user's own processors still log it."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not getattr(_handing, "active", False)
+
+
+def _install_filter() -> None:
+    for name in _PROCESSOR_LOGGERS:
+        # First in line: OpenTelemetry's duplicate filter must not count a hidden line
+        # against a user's identical one.
+        logging.getLogger(name).filters.insert(0, _OwnQueueDrops())
+
+
+_install_filter()
+
 
 def batch_settings() -> dict[str, int]:
     """The ``BatchSpanProcessor`` settings: ``OTEL_BSP_*`` where set (and valid), else ours."""
@@ -138,10 +162,14 @@ class Delivery:
             attributes={semconv.RUN_ID: self.run_id, semconv.RECORD_REF: ref},
             resource=_RESOURCE,
         )
-        for name in open_:
-            processor = self._processors.get(name)
-            if processor is not None:
-                processor.on_end(span)
+        _handing.active = True
+        try:
+            for name in open_:
+                processor = self._processors.get(name)
+                if processor is not None:
+                    processor.on_end(span)
+        finally:
+            _handing.active = False
         return True
 
     def export(self, sink: str, refs: list[int]) -> bool:

@@ -1,0 +1,93 @@
+"""OpenTelemetry's "Queue full, dropping Span." is not printed for the run's own batch
+processors (what they drop is delivered from the ledger, nothing is lost), and still is for
+a user's own."""
+
+from __future__ import annotations
+
+import copy
+import json
+import logging
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import prime_runs as pr
+from prime_runs.testing import StandInPlatform
+
+
+def _burst(episodes: list[dict[str, Any]], n: int) -> list[dict[str, Any]]:
+    out = []
+    for i in range(n):
+        record = copy.deepcopy(episodes[i % len(episodes)])
+        record["id"] = f"f{i}-{record['id']}"
+        for member in record.get("traces", []):
+            member["id"] = f"f{i}-{member['id']}"
+        out.append(record)
+    return out
+
+
+def test_the_runs_own_full_queue_says_nothing_and_loses_nothing(
+    prime_env: StandInPlatform,
+    episodes: list[dict[str, Any]],
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    monkeypatch.setenv("OTEL_BSP_MAX_QUEUE_SIZE", "1")
+    monkeypatch.setenv("OTEL_BSP_MAX_EXPORT_BATCH_SIZE", "1")
+    records = _burst(episodes, 40)
+    caplog.set_level(logging.WARNING)
+    run = pr.init(name="full-queue", environments=["gsm8k"], model="m", framework="f")
+    prime_env.stall(None, 30)  # the first exports hang: the one-span queues overflow
+    try:
+        run.log_episodes(records)
+    finally:
+        prime_env.unstall()
+    run.finish(timeout=120)
+    assert run.archive_path is not None
+    status = json.loads((Path(run.archive_path) / "status.json").read_text())
+    assert status["sent_by_flush"]  # the queues did drop spans...
+    assert not [r for r in caplog.records if "Queue full" in r.getMessage()]  # ...quietly
+    assert status["acked"] == {"traces": 40, "eval_samples": 40}
+    assert prime_env.episode_writes == {r["id"]: 1 for r in records}
+
+
+_USER_PIPELINE = """
+import logging, threading
+import prime_runs._delivery  # installs the filter: it must leave this pipeline alone
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
+
+seen = []
+class Keep(logging.Handler):
+    def emit(self, record):
+        seen.append(record.getMessage())
+logging.getLogger().addHandler(Keep())
+
+gate = threading.Event()
+class Slow(SpanExporter):
+    def export(self, spans):
+        gate.wait(10)
+        return SpanExportResult.SUCCESS
+
+provider = TracerProvider()
+provider.add_span_processor(
+    BatchSpanProcessor(Slow(), max_queue_size=2, max_export_batch_size=1, schedule_delay_millis=1)
+)
+tracer = provider.get_tracer("user")
+for _ in range(20):
+    tracer.start_span("work").end()
+gate.set()
+provider.shutdown()
+print(sum("Queue full" in line for line in seen))
+"""
+
+
+def test_a_users_own_full_queue_is_still_reported() -> None:
+    out = subprocess.run(
+        [sys.executable, "-c", _USER_PIPELINE], capture_output=True, text=True, timeout=60
+    )
+    assert out.returncode == 0, out.stderr
+    assert int(out.stdout.strip().splitlines()[-1]) >= 1
