@@ -19,6 +19,7 @@ from __future__ import annotations
 import logging
 import threading
 from array import array
+from collections import OrderedDict
 from collections.abc import Iterable, Sequence
 
 from ._archive import RecordKey, RunArchive
@@ -40,6 +41,9 @@ MAX_HELD_BYTES_JOURNALED = 16 * 1024 * 1024
 # Decoded records (which spare the sample projection a decode) are kept only while the
 # held bytes are this few: a decoded dict is several times its JSON.
 MAPPING_BYTES = 4 * 1024 * 1024
+# Records read back for one sink are kept a moment for the others, which claim the same
+# records at about the same time: each is read and checked once, not once per sink.
+RECENT_BYTES = 8 * 1024 * 1024
 _OFFSET_BITS = 40  # a journal key packed as segment number << 40 | offset
 _NONE = -1  # no journal key: the record is held in memory
 _COMPACT = 65_536  # settled slots dropped from the front at a time
@@ -70,6 +74,8 @@ class Ledger:
         self._cursor = dict.fromkeys(self._sinks, base)
         self._busy: dict[str, set[int]] = {s: set() for s in self._sinks}
         self._live: dict[str, set[int]] = {s: set() for s in self._sinks}
+        self._recent: OrderedDict[int, Item] = OrderedDict()  # see RECENT_BYTES
+        self._recent_bytes = 0
 
     def add(
         self,
@@ -171,17 +177,34 @@ class Ledger:
         for ``prime-runs sync``."""
         assert self._archive is not None
         by_segment: dict[str, dict[int, int]] = {}
-        for ref, packed in lite:
-            segment = segments[packed >> _OFFSET_BITS]
-            by_segment.setdefault(segment, {})[packed & ((1 << _OFFSET_BITS) - 1)] = ref
         items: list[Item] = []
+        with self._cond:
+            for ref, packed in lite:
+                item = self._recent.get(ref)
+                if item is not None:
+                    items.append(item)
+                    continue
+                segment = segments[packed >> _OFFSET_BITS]
+                by_segment.setdefault(segment, {})[packed & ((1 << _OFFSET_BITS) - 1)] = ref
+        read: list[Item] = []
         for segment, refs in by_segment.items():
             try:
                 for key, data in self._archive.read_many(segment, sorted(refs)):
-                    items.append(_recovered(data, key, refs[key.offset]))
+                    read.append(_recovered(data, key, refs[key.offset]))
             except OSError as exc:
                 logger.warning("prime-runs: could not read records back from the journal: %s", exc)
-        return items
+        self._remember(read)
+        return items + read
+
+    def _remember(self, items: list[Item]) -> None:
+        with self._cond:
+            for item in items:
+                assert item.ref is not None
+                self._recent[item.ref] = item
+                self._recent_bytes += len(item.data)
+            while self._recent_bytes > RECENT_BYTES and self._recent:
+                _, old = self._recent.popitem(last=False)
+                self._recent_bytes -= len(old.data)
 
     def release(self, sink: str, items: Iterable[Item]) -> None:
         """No delivery holds these any more; they still wait for ``sink``."""

@@ -1,0 +1,42 @@
+"""Records beyond the in-memory bound are read back from the journal once, not once per
+sink: the sinks claim the same records at about the same time."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from prime_runs import _ledger
+from prime_runs._archive import RunArchive
+from prime_runs._ledger import Ledger
+
+
+def test_a_record_read_back_for_one_sink_is_not_read_again_for_the_other(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(_ledger, "MAX_HELD_ITEMS_JOURNALED", 2)  # the rest: journal only
+    archive = RunArchive.create(tmp_path, "ev_readback", {"name": "r"})
+    ledger = Ledger(["traces", "eval_samples"], archive)
+    for n in range(10):
+        data = b'{"id":"r%d","traces":[{"id":"t%d"}]}' % (n, n)
+        key = archive.append("episode", data)
+        assert (
+            ledger.add("episode", data, key, None, f"r{n}", None, sinks=["traces", "eval_samples"])
+            is not None
+        )
+    reads: list[int] = []
+    real = archive.read_many
+
+    def counting(segment, offsets):  # type: ignore[no-untyped-def]
+        offsets = list(offsets)
+        reads.extend(offsets)
+        return real(segment, offsets)
+
+    monkeypatch.setattr(archive, "read_many", counting)
+    first = ledger.claim("traces", max_items=100)
+    second = ledger.claim("eval_samples", max_items=100)
+    assert [i.record_id for i in first] == [f"r{n}" for n in range(10)]
+    assert [i.record_id for i in second] == [f"r{n}" for n in range(10)]
+    assert len(reads) == 8  # the 8 records beyond the bound, read once for both sinks
+    assert [i.data for i in first] == [i.data for i in second]
