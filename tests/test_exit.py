@@ -22,6 +22,10 @@ import json, os, signal, sys, time
 import prime_runs as pr
 import prime_runs._exit
 
+# Ctrl-C raises KeyboardInterrupt even when this process was started with SIGINT ignored
+# (a background job of a non-interactive shell is).
+signal.signal(signal.SIGINT, signal.default_int_handler)
+
 
 def episode(tag):
     return {"id": f"ep-{tag}", "env": {"id": "gsm8k"}, "ok": True, "errors": [],
