@@ -8,7 +8,7 @@ import os
 import reprlib
 import secrets
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -176,23 +176,8 @@ def _open_online(
         )
     client = PlatformClient(settings)
     lifecycle = OnlineLifecycle(settings, client=client)
-    attached = bool(opts.id)
     try:
-        if opts.id:
-            registration = lifecycle.attach(opts.id)
-        else:
-            registration = lifecycle.register(
-                RunDescription(
-                    name=opts.name,
-                    environments=environments,
-                    model=opts.model,
-                    framework=opts.framework,
-                    description=opts.description,
-                    tags=list(opts.tags),
-                    team_id=opts.team_id,
-                    config=config,
-                )
-            )
+        registration = _register(lifecycle, opts, config, environments)
     except (ConfigurationError, EnvironmentResolutionError):
         client.close()
         raise
@@ -208,23 +193,67 @@ def _open_online(
         )
         return _open_offline(opts, config, environments, root, fallback_reason=reason)
 
+    attached = bool(opts.id)
     description = describe(opts, config, environments, ONLINE)
     description["name"] = registration.name
     description["platform"] = {"id": registration.id, "url": registration.url}
     description["attached"] = attached
-    archive = None
-    if opts.journal:
-        try:
-            archive = RunArchive.create(root, registration.id, description)
-        except OSError as exc:
-            logger.warning(
-                "prime-runs: cannot write the run's journal under %s (%s); records that "
-                "fail to upload will not be recoverable by `prime-runs sync`",
-                root,
-                exc.strerror,
-            )
+    state = RunState(
+        Identity(registration.id, registration.name, ONLINE, url=registration.url),
+        description=description,
+        config=config,
+        archive=_online_archive(opts, root, registration.id, description),
+        on_error=opts.on_error,
+        closer=_closer(lifecycle, registration, config, attached),
+    )
+    wire_sinks(state, settings, registration, opts, context=_upload_context(opts))
+    return state
 
-    def closer(
+
+def _register(
+    lifecycle: OnlineLifecycle, opts: RunOptions, config: dict[str, Any], environments: list[Any]
+) -> Registration:
+    """The run's evaluation: the one a launcher created (``id=``), or a new one."""
+    if opts.id:
+        return lifecycle.attach(opts.id)
+    return lifecycle.register(
+        RunDescription(
+            name=opts.name,
+            environments=environments,
+            model=opts.model,
+            framework=opts.framework,
+            description=opts.description,
+            tags=list(opts.tags),
+            team_id=opts.team_id,
+            config=config,
+        )
+    )
+
+
+def _online_archive(
+    opts: RunOptions, root: Path, run_id: str, description: dict[str, Any]
+) -> RunArchive | None:
+    """The run's journal, or None when it is off or cannot be written (said once)."""
+    if not opts.journal:
+        return None
+    try:
+        return RunArchive.create(root, run_id, description)
+    except OSError as exc:
+        logger.warning(
+            "prime-runs: cannot write the run's journal under %s (%s); records that "
+            "fail to upload will not be recoverable by `prime-runs sync`",
+            root,
+            exc.strerror,
+        )
+        return None
+
+
+def _closer(
+    lifecycle: OnlineLifecycle, registration: Registration, config: dict[str, Any], attached: bool
+) -> Callable[[RunState, RunStatus, dict[str, Any], str | None, float], None]:
+    """Closes the evaluation on the platform (finalize, or a terminal status)."""
+
+    def close(
         state: RunState,
         status: RunStatus,
         summary: dict[str, Any],
@@ -244,16 +273,7 @@ def _open_online(
         finally:
             lifecycle.shutdown()
 
-    state = RunState(
-        Identity(registration.id, registration.name, ONLINE, url=registration.url),
-        description=description,
-        config=config,
-        archive=archive,
-        on_error=opts.on_error,
-        closer=closer,
-    )
-    wire_sinks(state, settings, registration, opts, context=_upload_context(opts))
-    return state
+    return close
 
 
 def _upload_context(opts: RunOptions) -> dict[str, str]:

@@ -149,29 +149,10 @@ def init(
     See ``docs/concepts.md``.
     """
     # First statement: locals() is exactly the call's arguments here.
-    check_arguments(locals())
+    arguments = dict(locals())
+    check_arguments(arguments)
     check_on_error(on_error)
-    if isinstance(environments, str):
-        environments = [environments]
-    opts = RunOptions(
-        name=name,
-        environments=environments,
-        model=model,
-        framework=framework,
-        config=config,
-        description=description,
-        tags=list(tags or ()),
-        team_id=team_id,
-        id=id,
-        mode=mode,
-        dir=dir,
-        on_error=on_error,
-        api_key=api_key,
-        base_url=base_url,
-        traces=traces,
-        samples=samples,
-        journal=journal,
-    )
+    opts = _options(arguments)
     if join is not False and id is None and mode != DISABLED:
         ctx = context_to_join(join if isinstance(join, Mapping) else None)
         if ctx is not None:
@@ -182,21 +163,36 @@ def init(
         return Run(None, span=trace.INVALID_SPAN, tracer=None, mode=DISABLED, name=name)
     _add_processor(provider, {})
     tracer = provider.get_tracer("prime_runs", __version__)
-    ctx = otel_context.set_value(STATE_KEY, state)
-    span = tracer.start_span(semconv.RUN_SPAN, context=ctx, attributes=_run_attributes(state))
-    if not span.get_span_context().is_valid:
-        # OTEL_SDK_DISABLED: the SDK hands out no spans. The run does not need one to
-        # archive and upload; ids of its own keep its context joinable and findable.
-        span = trace.NonRecordingSpan(
-            trace.SpanContext(
-                ID_GENERATOR.generate_trace_id(), ID_GENERATOR.generate_span_id(), False
-            )
-        )
+    span = _run_span(tracer, state)
     run = Run(state, span=span, tracer=_record_tracer(provider, tracer), mode=state.identity.mode)
     _set_current(run)
     if handle_signals:
         _exit.install_signal_handlers()
     return run
+
+
+# init() arguments that say how to start the run rather than what it is.
+_NOT_OPTIONS = frozenset({"tracer_provider", "handle_signals", "join"})
+
+
+def _options(arguments: dict[str, Any]) -> RunOptions:
+    values = {k: v for k, v in arguments.items() if k not in _NOT_OPTIONS}
+    if isinstance(values["environments"], str):
+        values["environments"] = [values["environments"]]
+    values["tags"] = list(values["tags"] or ())
+    return RunOptions(**values)
+
+
+def _run_span(tracer: trace.Tracer, state: RunState) -> trace.Span:
+    ctx = otel_context.set_value(STATE_KEY, state)
+    span = tracer.start_span(semconv.RUN_SPAN, context=ctx, attributes=_run_attributes(state))
+    if span.get_span_context().is_valid:
+        return span
+    # OTEL_SDK_DISABLED: the SDK hands out no spans. The run does not need one to archive
+    # and upload; ids of its own keep its context joinable and findable.
+    return trace.NonRecordingSpan(
+        trace.SpanContext(ID_GENERATOR.generate_trace_id(), ID_GENERATOR.generate_span_id(), False)
+    )
 
 
 def _join(

@@ -97,28 +97,7 @@ def create(
     }
     body.update({k: v for k, v in optional.items() if v is not None})
 
-    started = datetime.now(timezone.utc)
-    response: dict[str, Any] | None = None
-    for attempt in range(2):
-        try:
-            response = client.request(
-                "POST", "/evaluations/", json=body, idempotent=False, deadline=deadline
-            )
-            break
-        except APIError as error:
-            if not is_ambiguous(error):
-                raise
-            logger.info("create evaluation %r: %s; reading back before resending", sent_name, error)
-            try:
-                found = _find_created(client, body, started, deadline)
-            except APIError:
-                raise error from None  # cannot tell whether it landed: never risk a duplicate
-            if found is not None:
-                response = found
-                break
-            if attempt == 1:
-                raise
-    assert response is not None
+    response = _post_once(client, body, deadline)
     eval_id = response.get("evaluation_id") or response.get("id")
     if not isinstance(eval_id, str) or not eval_id:
         raise APIError(
@@ -133,6 +112,33 @@ def create(
         name=shown if isinstance(shown, str) and shown else sent_name,
         url=url if isinstance(url, str) and url else client.settings.evaluation_url(eval_id),
     )
+
+
+def _post_once(
+    client: PlatformClient, body: dict[str, Any], deadline: float | None
+) -> dict[str, Any]:
+    """The create request, sent again only when a read-back shows it did not land."""
+    started = datetime.now(timezone.utc)
+    for attempt in range(2):
+        try:
+            return client.request(
+                "POST", "/evaluations/", json=body, idempotent=False, deadline=deadline
+            )
+        except APIError as error:
+            if not is_ambiguous(error):
+                raise
+            logger.info(
+                "create evaluation %r: %s; reading back before resending", body["name"], error
+            )
+            try:
+                found = _find_created(client, body, started, deadline)
+            except APIError:
+                raise error from None  # cannot tell whether it landed: never risk a duplicate
+            if found is not None:
+                return found
+            if attempt == 1:
+                raise
+    raise AssertionError("unreachable")  # the second attempt returns or raises
 
 
 def parse_time(value: object) -> datetime | None:
@@ -312,29 +318,9 @@ def close_out(
         )
 
     if _variant_key(client) not in _variant_s:
-        body: dict[str, Any] = {"status": _PLATFORM_STATUS[status]}
-        message = error_message(status, reason)
-        if message:
-            body["error_message"] = message
-        try:
-            client.request("PUT", _path(eval_id), json=body, idempotent=True, deadline=deadline)
-        except ConflictError:
-            logger.info(
-                "run %s is already closed on the platform; not marking it %s", eval_id, status.value
-            )
-            return "already-closed"
-        except APIError as exc:
-            if exc.status_code not in _VARIANT_S_CAPABILITY_MISSING:
-                raise
-            _variant_s.add(_variant_key(client))
-        else:
-            try:
-                current = get(client, eval_id, deadline=deadline)
-            except PrimeRunsError:
-                return "status"  # cannot confirm; the write was accepted
-            if _status_of(current) not in OPEN_STATUSES:
-                return "status"
-            _variant_s.add(_variant_key(client))
+        how = _put_status(client, eval_id, status, reason, deadline)
+        if how is not None:
+            return how
 
     metadata = dict(config or {})
     metadata[MARKER_KEY] = marker(status, reason)
@@ -350,6 +336,41 @@ def close_out(
         MARKER_KEY,
     )
     return "marker"
+
+
+def _put_status(
+    client: PlatformClient,
+    eval_id: str,
+    status: RunStatus,
+    reason: str | None,
+    deadline: float | None,
+) -> str | None:
+    """Step 2 of :func:`close_out`: how the run was closed, or None when this platform
+    turned out to be variant S (it is then remembered as such)."""
+    body: dict[str, Any] = {"status": _PLATFORM_STATUS[status]}
+    message = error_message(status, reason)
+    if message:
+        body["error_message"] = message
+    try:
+        client.request("PUT", _path(eval_id), json=body, idempotent=True, deadline=deadline)
+    except ConflictError:
+        logger.info(
+            "run %s is already closed on the platform; not marking it %s", eval_id, status.value
+        )
+        return "already-closed"
+    except APIError as exc:
+        if exc.status_code not in _VARIANT_S_CAPABILITY_MISSING:
+            raise
+        _variant_s.add(_variant_key(client))
+        return None
+    try:
+        current = get(client, eval_id, deadline=deadline)
+    except PrimeRunsError:
+        return "status"  # cannot confirm; the write was accepted
+    if _status_of(current) not in OPEN_STATUSES:
+        return "status"
+    _variant_s.add(_variant_key(client))
+    return None
 
 
 def _reset_variant_cache() -> None:
