@@ -38,10 +38,9 @@ from ._archive import REJECTED, SKIPPED, RecordKey, RunArchive, open_in_run, set
 from ._encode import encode, kind_of, traces_problem
 from ._lines import parse_record
 from ._progress import Progress
-from ._records import example_idx, summary_trace_index
-from ._runinfo import EPISODE_KIND, SAMPLES, SINK_LABELS, TRACES, RunInfo, inspect
+from ._runinfo import SAMPLES, SINK_LABELS, TRACES, RunInfo, inspect
 from ._sync_close import close_run
-from ._sync_readback import Candidate, Unreadable, held_by_traces, sample_ids
+from ._sync_readback import Candidate, Unreadable, held_by_traces, rollout_counters, sample_ids
 from ._sync_register import register
 from .errors import PrimeRunsError, SyncError
 from .exporters._base import Item, Outcome
@@ -259,7 +258,7 @@ class _Syncer:
             landed = self._landed_samples(eval_id)
             # Continue the run's rollout numbering after the rows already stored.
             sinks[SAMPLES].sink.continue_numbering(  # type: ignore[attr-defined]
-                self._rollout_counters(done[SAMPLES], landed)
+                rollout_counters(self.archive, done[SAMPLES], landed)
             )
         failures: list[str] = []
         try:
@@ -400,24 +399,3 @@ class _Syncer:
         if self.info.mode != "online" and started != eval_id:
             return set()
         return sample_ids(self.client, eval_id)
-
-    def _rollout_counters(self, stored: set[RecordKey], landed: set[str]) -> dict[Any, int]:
-        """Rollouts per example among the episodes whose rows the evaluation already has."""
-        counters: dict[Any, int] = {}
-        if not stored and not landed:
-            return counters
-        for key, kind, data in self.archive.iter_records():
-            if kind != EPISODE_KIND:
-                continue
-            record, _problem = parse_record(data)
-            if record is None or (key not in stored and str(record.get("id")) not in landed):
-                continue
-            traces = record.get("traces")
-            if not traces:
-                continue
-            try:
-                idx = example_idx(traces[summary_trace_index(traces)])
-                counters[idx] = counters.get(idx, 0) + 1
-            except (AttributeError, TypeError, KeyError, IndexError):
-                continue  # a malformed episode has no example to number
-        return counters

@@ -19,7 +19,10 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, NamedTuple
 from urllib.parse import quote
 
-from ._archive import RecordKey
+from ._archive import RecordKey, RunArchive
+from ._lines import parse_record
+from ._records import example_idx, summary_trace_index
+from ._runinfo import EPISODE_KIND
 from .errors import PrimeRunsError, SyncError, describe
 from .platform._http import user_agent
 from .settings import Settings
@@ -125,3 +128,29 @@ def sample_ids(client: Any, eval_id: str) -> set[str]:
         raise SyncError(
             f"samples: could not read back which rows already landed: {describe(exc)}"
         ) from exc
+
+
+def rollout_counters(
+    archive: RunArchive, stored: set[RecordKey], landed: set[str]
+) -> dict[Any, int]:
+    """Rollouts per example among the episodes whose rows the evaluation already has
+    (acknowledged in the archive, or found among its sample ids), so a sync numbers the
+    rest after them."""
+    counters: dict[Any, int] = {}
+    if not stored and not landed:
+        return counters
+    for key, kind, data in archive.iter_records():
+        if kind != EPISODE_KIND:
+            continue
+        record, _problem = parse_record(data)
+        if record is None or (key not in stored and str(record.get("id")) not in landed):
+            continue
+        traces = record.get("traces")
+        if not traces:
+            continue
+        try:
+            idx = example_idx(traces[summary_trace_index(traces)])
+            counters[idx] = counters.get(idx, 0) + 1
+        except (AttributeError, TypeError, KeyError, IndexError):
+            continue  # a malformed episode has no example to number
+    return counters
