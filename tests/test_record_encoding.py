@@ -10,6 +10,7 @@ import math
 from pathlib import Path
 from typing import Any
 
+import orjson
 import pytest
 
 from prime_runs._encode import encode
@@ -38,22 +39,25 @@ def _last_message(record: dict[str, Any]) -> dict[str, Any]:
     ],
 )
 def test_the_fast_path_writes_what_the_standard_library_reads_back(value: Any) -> None:
-    data, exact = encode_record(value)
-    assert exact
+    data = encode_record(value)
+    assert data == orjson.dumps(value)  # the fast path wrote it
     assert json.loads(data) == value
     assert decode_record(data) == value
 
 
 def test_non_finite_numbers_are_written_as_null() -> None:
-    data, _ = encode_record({"x": math.nan, "y": [math.inf, -math.inf, 1.0]})
+    data = encode_record({"x": math.nan, "y": [math.inf, -math.inf, 1.0]})
     assert json.loads(data) == {"x": None, "y": [None, None, 1.0]}
 
 
 def test_what_orjson_refuses_the_standard_library_encodes_exactly() -> None:
     value = {"huge": 10**30, 1: "int key", "deep": 10**400}
-    data, exact = encode_record(value)
-    assert not exact  # orjson would read 10**30 back as a float
+    data = encode_record(value)
     assert json.loads(data) == {"huge": 10**30, "1": "int key", "deep": 10**400}
+    # orjson would read 10**30 back as a float; the record decoder reads it exactly.
+    decoded = decode_record(data)
+    assert decoded == {"huge": 10**30, "1": "int key", "deep": 10**400}
+    assert isinstance(decoded["huge"], int)
 
 
 @pytest.mark.parametrize(
@@ -79,21 +83,21 @@ def test_a_dataclass_inside_a_record_is_refused_as_before() -> None:
 
 
 def test_a_record_beyond_64_bit_integers_projects_exactly() -> None:
-    # The sample row re-encodes the messages from a decode; a fast decode would turn the
-    # integer into a float, so such a record carries an exact snapshot instead.
+    # The sample row re-encodes the messages from a decode of the record's bytes; a plain
+    # fast decode would turn the integer into a float.
     record = _episode()
     _last_message(record)["content"] = [{"type": "text", "n": 10**25}]
     encoded = encode(record, "ev_1", "eval")
-    assert encoded.snapshot is not None
-    rows = project_episode_bytes(encoded.data, {}, record=encoded.snapshot)
+    assert not encoded.owned  # a mapping: the projection decodes the bytes
+    rows = project_episode_bytes(encoded.data, {})
     row = json.loads(rows[0])
     assert row["completion"][-1]["content"][0]["n"] == 10**25
     assert isinstance(row["completion"][-1]["content"][0]["n"], int)
 
 
-def test_a_plain_record_needs_no_snapshot_and_projects_from_its_bytes() -> None:
+def test_a_plain_record_projects_from_its_bytes() -> None:
     encoded = encode(_episode(), "ev_1", "eval")
-    assert encoded.snapshot is None  # a mapping the producer may change: decoded later
+    assert not encoded.owned  # a mapping the producer may change: decoded later
     from_bytes = project_episode_bytes(encoded.data, {})
     assert json.loads(from_bytes[0])["completion"][-1] == _last_message(_episode())
 

@@ -8,7 +8,6 @@ soon as ``log_episodes`` returns.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -30,9 +29,6 @@ class Encoded:
     restamped: bool  # the record named a different run id, replaced on the copy
     problem: str | None  # what Prime Traces would reject in it (checked before sending)
     owned: bool = False  # ``record`` came from to_record(): nobody else holds it
-    # What the sample projection may read instead of decoding ``data``: the record when the
-    # SDK owns it, or an exact decode when a fast decode of ``data`` would not be exact.
-    snapshot: Mapping[str, Any] | None = None
 
 
 def to_mapping(record: object) -> Mapping[str, Any]:
@@ -103,7 +99,7 @@ def encode(record: object, run_id: str, run_type: str) -> Encoded:
     mapping = to_mapping(record)
     stamped, replaced = stamp(mapping, run_id, run_type)
     try:
-        data, exact = encode_record(stamped)
+        data = encode_record(stamped)
         # orjson's buffer has room to spare (about 1.6x on these records); the ledger may
         # hold thousands of records, so they are kept at their exact size.
         data = bytes(memoryview(data))
@@ -114,11 +110,7 @@ def encode(record: object, run_id: str, run_type: str) -> Encoded:
         ) from exc
     kind = kind_of(mapping)
     owned = not isinstance(record, Mapping)
-    snapshot = mapping if owned else None
-    if not exact:  # rare (an integer beyond 64 bits, say): decoded now, by the exact decoder
-        snapshot = json.loads(data)
-    problem = traces_problem(kind, stamped)
-    return Encoded(kind, data, mapping, replaced, problem, owned, snapshot)
+    return Encoded(kind, data, mapping, replaced, traces_problem(kind, stamped), owned)
 
 
 def traces_problem(kind: str, record: Mapping[str, Any]) -> str | None:

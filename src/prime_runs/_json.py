@@ -95,18 +95,17 @@ def encode_json_lenient(value: Any) -> tuple[bytes, bool]:
     return encode_json(sanitize_nonfinite(value)), True
 
 
-def encode_record(value: Any) -> tuple[bytes, bool]:
+def encode_record(value: Any) -> bytes:
     """``value`` as compact UTF-8 JSON bytes, non-finite floats written as ``null``.
 
-    Returns the bytes and whether :func:`decode_record` gives ``value`` back exactly (False
-    when the standard library had to encode it: orjson would read an integer beyond 64 bits
-    back as a float). Raises like :func:`encode_json` for what JSON cannot represent.
+    Raises like :func:`encode_json` for what JSON cannot represent. :func:`decode_record`
+    reads the bytes back exactly, whichever encoder wrote them.
     """
     try:
-        return orjson.dumps(value, option=_ORJSON_OPTIONS), True
+        return orjson.dumps(value, option=_ORJSON_OPTIONS)
     except TypeError:
         pass  # not orjson's: the standard library decides, as before
-    return encode_json_lenient(value)[0], False
+    return encode_json_lenient(value)[0]
 
 
 # Digits map to "0", the bytes a number follows (":", ",", "[") to ",", all else to a space,

@@ -158,7 +158,7 @@ class RunState:
             if key is not None or self.archive is None:
                 self.counters.count("logged")
             return
-        mapping = encoded.snapshot
+        mapping = encoded.record if encoded.owned else None
         held = self.delivery.hand(
             (encoded.kind, encoded.data, key, encoded.problem, record_id(encoded.record), mapping),
             origin,

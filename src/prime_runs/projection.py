@@ -179,13 +179,13 @@ def _spliced_row(
     for entry in row["trajectory"]:  # fresh dicts, safe to change
         try:
             # Non-finite numbers come out as null, as the plain path writes them.
-            pieces.append(encode_record(entry["messages"])[0])
+            pieces.append(encode_record(entry["messages"]))
         except (TypeError, ValueError):  # the plain path reports what is wrong
             return None
         entry["messages"] = _slot(len(pieces) - 1)
     pieces.append(pieces[-1] if len(pieces) > 1 else b"[]")
     row["completion"] = _slot(len(pieces) - 1)
-    parts = _SLOT_PATTERN.split(encode_record(row)[0])  # non-finite numbers as null too
+    parts = _SLOT_PATTERN.split(encode_record(row))  # non-finite numbers as null too
     slots = parts[1::2]
     if sorted(int(slot) for slot in slots) != list(range(len(pieces))):
         return None
