@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import copy
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -16,6 +18,23 @@ from prime_runs.settings import ENV_VARIABLES
 @pytest.fixture
 def episodes() -> list[dict]:
     return load_jsonl("episodes.jsonl")
+
+
+@pytest.fixture
+def burst(episodes: list[dict]) -> Callable[[int], list[dict]]:
+    """``burst(n)``: n episodes made from the fixtures, each with ids of its own."""
+
+    def make(n: int) -> list[dict]:
+        out = []
+        for i in range(n):
+            record = copy.deepcopy(episodes[i % len(episodes)])
+            record["id"] = f"b{i}-{record['id']}"
+            for member in record.get("traces", []):
+                member["id"] = f"b{i}-{member['id']}"
+            out.append(record)
+        return out
+
+    return make
 
 
 @pytest.fixture

@@ -5,10 +5,9 @@ ambiguous append that landed (read back, never stored twice)."""
 
 from __future__ import annotations
 
-import copy
 import threading
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -127,23 +126,12 @@ def test_an_ambiguous_append_that_landed_is_read_back_not_resent_live_and_in_syn
     assert len(prime_env.episodes) == len(episodes)
 
 
-def _burst(episodes: list[dict[str, Any]], n: int) -> list[dict[str, Any]]:
-    out = []
-    for i in range(n):
-        record = copy.deepcopy(episodes[i % len(episodes)])
-        record["id"] = f"b{i}-{record['id']}"
-        for member in record.get("traces", []):
-            member["id"] = f"b{i}-{member['id']}"
-        out.append(record)
-    return out
-
-
 def test_a_tiny_batch_queue_under_a_burst_delivers_every_record_from_the_journal(
-    prime_env: StandInPlatform, episodes: list[dict[str, Any]], monkeypatch: pytest.MonkeyPatch
+    prime_env: StandInPlatform, burst: Callable[[int], list[dict]], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("OTEL_BSP_MAX_QUEUE_SIZE", "4")
     monkeypatch.setattr(_ledger, "MAX_HELD_ITEMS_JOURNALED", 16)  # the rest: journal only
-    records = _burst(episodes, 500)
+    records = burst(500)
     run = pr.init(name="burst", environments=["gsm8k"], model="m", framework="f")
     prime_env.stall(None, 30)  # the first exports hang: the 4-span queues overflow
     try:

@@ -4,13 +4,12 @@ a user's own."""
 
 from __future__ import annotations
 
-import copy
 import json
 import logging
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -18,26 +17,15 @@ import prime_runs as pr
 from prime_runs.testing import StandInPlatform
 
 
-def _burst(episodes: list[dict[str, Any]], n: int) -> list[dict[str, Any]]:
-    out = []
-    for i in range(n):
-        record = copy.deepcopy(episodes[i % len(episodes)])
-        record["id"] = f"f{i}-{record['id']}"
-        for member in record.get("traces", []):
-            member["id"] = f"f{i}-{member['id']}"
-        out.append(record)
-    return out
-
-
 def test_the_runs_own_full_queue_says_nothing_and_loses_nothing(
     prime_env: StandInPlatform,
-    episodes: list[dict[str, Any]],
+    burst: Callable[[int], list[dict]],
     monkeypatch: pytest.MonkeyPatch,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     monkeypatch.setenv("OTEL_BSP_MAX_QUEUE_SIZE", "1")
     monkeypatch.setenv("OTEL_BSP_MAX_EXPORT_BATCH_SIZE", "1")
-    records = _burst(episodes, 40)
+    records = burst(40)
     caplog.set_level(logging.WARNING)
     run = pr.init(name="full-queue", environments=["gsm8k"], model="m", framework="f")
     prime_env.stall(None, 30)  # the first exports hang: the one-span queues overflow

@@ -3,9 +3,9 @@ queue dropped them or had not sent them (issue 10): informational, not a loss.""
 
 from __future__ import annotations
 
-import copy
 import json
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -20,23 +20,12 @@ def _status(run: pr.Run) -> dict[str, Any]:
     return json.loads((Path(run.archive_path) / "status.json").read_text())
 
 
-def _burst(episodes: list[dict[str, Any]], n: int) -> list[dict[str, Any]]:
-    out = []
-    for i in range(n):
-        record = copy.deepcopy(episodes[i % len(episodes)])
-        record["id"] = f"q{i}-{record['id']}"
-        for member in record.get("traces", []):
-            member["id"] = f"q{i}-{member['id']}"
-        out.append(record)
-    return out
-
-
 def test_status_json_counts_what_flush_sent_because_the_live_queue_dropped_it(
-    prime_env: StandInPlatform, episodes: list[dict[str, Any]], monkeypatch: pytest.MonkeyPatch
+    prime_env: StandInPlatform, burst: Callable[[int], list[dict]], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("OTEL_BSP_MAX_QUEUE_SIZE", "1")
     monkeypatch.setenv("OTEL_BSP_MAX_EXPORT_BATCH_SIZE", "1")
-    records = _burst(episodes, 60)
+    records = burst(60)
     run = pr.init(name="short-queue", environments=["gsm8k"], model="m", framework="f")
     prime_env.stall(None, 30)  # the first exports hang: the one-span queues overflow
     try:
