@@ -37,7 +37,7 @@ class BranchView(NamedTuple):
 
 def field(obj: Any, name: str, default: Any = None) -> Any:
     """``obj[name]`` for a mapping, ``obj.name`` otherwise; ``default`` when absent."""
-    if isinstance(obj, Mapping):
+    if type(obj) is dict or isinstance(obj, Mapping):  # dict first: the ABC check is slower
         return obj.get(name, default)
     return getattr(obj, name, default)
 

@@ -196,7 +196,7 @@ class TracesSink:
     def _upload(self, batch: list[Item], deadline: Deadline) -> BaseException | None:
         """Send one batch, replaying the same bytes on transient failures; the last error
         (None on a receipt)."""
-        body = b"".join(i.data + b"\n" for i in batch)
+        body = _jsonl(batch)
         key = "sha256:" + hashlib.sha256(body).hexdigest()
         fmt = self._pt.line_format(batch[0].kind)
         attempts = self._max_attempts or MAX_ATTEMPTS
@@ -233,6 +233,15 @@ class TracesSink:
     def after_fork(self) -> None:
         self._client = None  # the parent's pool; never closed from the child
         self._unsettled = None
+
+
+def _jsonl(batch: list[Item]) -> bytes:
+    """The batch's lines, joined in one allocation (a body is megabytes: each extra copy
+    costs page faults as well as the copy)."""
+    parts = [b""] * (2 * len(batch))
+    parts[0::2] = [item.data for item in batch]
+    parts[1::2] = [b"\n"] * len(batch)
+    return b"".join(parts)
 
 
 def _batches(items: list[Item]) -> list[list[Item]]:
