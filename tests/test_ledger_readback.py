@@ -9,6 +9,7 @@ import pytest
 
 from prime_runs import _ledger
 from prime_runs._archive import RunArchive
+from prime_runs._json import decode_record, encode_record_marked
 from prime_runs._ledger import Ledger
 
 
@@ -40,3 +41,21 @@ def test_a_record_read_back_for_one_sink_is_not_read_again_for_the_other(
     assert [i.record_id for i in second] == [f"r{n}" for n in range(10)]
     assert len(reads) == 8  # the 8 records beyond the bound, read once for both sinks
     assert [i.data for i in first] == [i.data for i in second]
+
+
+def test_a_record_read_back_keeps_whether_its_bytes_decode_without_a_scan(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(_ledger, "MAX_HELD_ITEMS_JOURNALED", 0)  # every record: journal only
+    archive = RunArchive.create(tmp_path, "ev_exact", {"name": "r"})
+    ledger = Ledger(["traces"], archive)
+    records = [{"id": f"r{n}", "traces": [{"id": "t", "n": 10**n}]} for n in (3, 25, 5)]
+    for record in records:
+        data, exact = encode_record_marked(record)
+        key = archive.append("episode", data)
+        ledger.add("episode", data, key, None, str(record["id"]), None, exact, sinks=["traces"])
+    items = ledger.claim("traces", max_items=10)
+    # 10**25 made the standard library write its record: that one must keep its scan.
+    assert [i.exact for i in items] == [True, False, True]
+    assert [decode_record(i.data, exact=i.exact) for i in items] == records
+    assert isinstance(decode_record(items[1].data, exact=items[1].exact)["traces"][0]["n"], int)

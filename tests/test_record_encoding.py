@@ -14,7 +14,7 @@ import orjson
 import pytest
 
 from prime_runs._encode import encode
-from prime_runs._json import decode_record, encode_record
+from prime_runs._json import decode_record, encode_record, encode_record_marked
 from prime_runs.errors import RecordError
 from prime_runs.projection import project_episode_bytes
 
@@ -43,6 +43,14 @@ def test_the_fast_path_writes_what_the_standard_library_reads_back(value: Any) -
     assert data == orjson.dumps(value)  # the fast path wrote it
     assert json.loads(data) == value
     assert decode_record(data) == value
+
+
+def test_only_bytes_orjson_wrote_are_marked_exact() -> None:
+    # 20 digits that still fit 64 bits: orjson writes and reads them exactly.
+    data, exact = encode_record_marked({"n": 2**64 - 1, "s": "x"})
+    assert exact and decode_record(data, exact=True) == {"n": 2**64 - 1, "s": "x"}
+    data, exact = encode_record_marked({"n": 2**64})  # beyond: the standard library writes it
+    assert not exact and decode_record(data) == {"n": 2**64}
 
 
 def test_non_finite_numbers_are_written_as_null() -> None:
@@ -89,7 +97,8 @@ def test_a_record_beyond_64_bit_integers_projects_exactly() -> None:
     _last_message(record)["content"] = [{"type": "text", "n": 10**25}]
     encoded = encode(record, "ev_1", "eval")
     assert not encoded.owned  # a mapping: the projection decodes the bytes
-    rows = project_episode_bytes(encoded.data, {})
+    assert not encoded.exact  # the standard library wrote it: no decode may skip the scan
+    rows = project_episode_bytes(encoded.data, {}, exact=encoded.exact)
     row = json.loads(rows[0])
     assert row["completion"][-1]["content"][0]["n"] == 10**25
     assert isinstance(row["completion"][-1]["content"][0]["n"], int)

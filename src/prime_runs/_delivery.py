@@ -144,7 +144,7 @@ class Delivery:
     # -- the live path -----------------------------------------------------------------
 
     def hand(self, item: Any, origin: tuple[int, int] | None = None) -> bool:
-        """Hold ``item`` (kind, data, key, problem, record_id, mapping) for every open sink
+        """Hold ``item`` (kind, data, key, problem, record_id, mapping, exact) for every open sink
         and queue its span. False when it cannot be held (no journal, memory bound).
         ``origin``: the raw span (id, event index or -1) the record came from."""
         open_ = [c.name for c in self.channels.values() if c.retired is None]

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ._json import encode_record
+from ._json import encode_record_marked
 from .errors import RecordError
 
 EPISODE = "episode"
@@ -29,6 +29,7 @@ class Encoded:
     restamped: bool  # the record named a different run id, replaced on the copy
     problem: str | None  # what Prime Traces would reject in it (checked before sending)
     owned: bool = False  # ``record`` came from to_record(): nobody else holds it
+    exact: bool = False  # orjson wrote ``data``: it decodes exactly without a scan (see _json)
 
 
 def to_mapping(record: object) -> Mapping[str, Any]:
@@ -99,7 +100,7 @@ def encode(record: object, run_id: str, run_type: str) -> Encoded:
     mapping = to_mapping(record)
     stamped, replaced = stamp(mapping, run_id, run_type)
     try:
-        data = encode_record(stamped)
+        data, exact = encode_record_marked(stamped)
         # orjson's buffer has room to spare (about 1.6x on these records); the ledger may
         # hold thousands of records, so they are kept at their exact size.
         data = bytes(memoryview(data))
@@ -110,7 +111,8 @@ def encode(record: object, run_id: str, run_type: str) -> Encoded:
         ) from exc
     kind = kind_of(mapping)
     owned = not isinstance(record, Mapping)
-    return Encoded(kind, data, mapping, replaced, traces_problem(kind, stamped), owned)
+    problem = traces_problem(kind, stamped)
+    return Encoded(kind, data, mapping, replaced, problem, owned, exact)
 
 
 def traces_problem(kind: str, record: Mapping[str, Any]) -> str | None:

@@ -27,6 +27,7 @@ __all__ = [
     "encode_json",
     "encode_json_lenient",
     "encode_record",
+    "encode_record_marked",
     "is_nonfinite_error",
     "may_hold_long_int",
     "sanitize_nonfinite",
@@ -101,11 +102,18 @@ def encode_record(value: Any) -> bytes:
     Raises like :func:`encode_json` for what JSON cannot represent. :func:`decode_record`
     reads the bytes back exactly, whichever encoder wrote them.
     """
+    return encode_record_marked(value)[0]
+
+
+def encode_record_marked(value: Any) -> tuple[bytes, bool]:
+    """:func:`encode_record`, and whether orjson wrote the bytes. If it did, they hold no
+    integer beyond 64 bits (orjson refuses one), so ``decode_record(data, exact=True)``
+    may skip the scan for one."""
     try:
-        return orjson.dumps(value, option=_ORJSON_OPTIONS)
+        return orjson.dumps(value, option=_ORJSON_OPTIONS), True
     except TypeError:
         pass  # not orjson's: the standard library decides, as before
-    return encode_json_lenient(value)[0]
+    return encode_json_lenient(value)[0], False
 
 
 # Digits map to "0", the bytes a number follows (":", ",", "[") to ",", all else to a space,
@@ -118,15 +126,16 @@ _SKIPPED = b" \t\r\n-"
 _LONG_INT = b"," + b"0" * 20
 
 
-def decode_record(data: bytes | bytearray | memoryview) -> Any:
+def decode_record(data: bytes | bytearray | memoryview, *, exact: bool = False) -> Any:
     """Decode JSON exactly as ``json.loads`` does, with orjson where that is safe.
 
     orjson reads an integer beyond 64 bits as a float, so bytes that may hold one (an
-    integer of 20 digits or more) go to the standard library. Raises ``ValueError`` for
-    what is not JSON, or not strict JSON (``NaN`` literals: the caller decides what those
-    mean).
+    integer of 20 digits or more) go to the standard library. ``exact``: the bytes are
+    known to hold none (orjson wrote them, see :func:`encode_record_marked`). Raises
+    ``ValueError`` for what is not JSON, or not strict JSON (``NaN`` literals: the caller
+    decides what those mean).
     """
-    if may_hold_long_int(data):
+    if not exact and may_hold_long_int(data):
         return json.loads(bytes(data), parse_constant=_refuse_constant)
     return orjson.loads(data)
 

@@ -85,6 +85,8 @@ class Ledger:
         problem: str | None,
         record_id: str | None,
         mapping: object,
+        exact: bool = False,
+        *,
         sinks: Iterable[str],
     ) -> int | None:
         """Hold a record for ``sinks``; its handle, or None when it cannot be held (no
@@ -103,10 +105,11 @@ class Ledger:
                 self._held_bytes += len(data)
                 if self._held_bytes > MAPPING_BYTES:
                     mapping = None
-                self._held[ref] = Item(kind, data, key, problem, record_id, mapping, ref)  # type: ignore[arg-type]
+                held = Item(kind, data, key, problem, record_id, mapping, ref, exact)  # type: ignore[arg-type]
+                self._held[ref] = held
                 self._lite.append(_NONE)
             else:
-                self._lite.append(self._pack(key))  # type: ignore[arg-type]
+                self._lite.append(self._pack(key, exact))  # type: ignore[arg-type]
             for sink in self._sinks:
                 flag = sink in wanted and sink not in self._closed
                 self._waiting[sink].append(flag)
@@ -164,19 +167,20 @@ class Ledger:
             out.sort(key=lambda i: i.ref)  # type: ignore[arg-type,return-value]
         return out
 
-    def _pack(self, key: RecordKey) -> int:
+    def _pack(self, key: RecordKey, exact: bool) -> int:
+        """``segment number << 41 | offset << 1 | exact``: an int, not an object per record."""
         number = self._segment_no.get(key.segment)
         if number is None:
             number = self._segment_no[key.segment] = len(self._segments)
             self._segments.append(key.segment)
-        return number << _OFFSET_BITS | key.offset
+        return (number << _OFFSET_BITS | key.offset) << 1 | exact
 
     def _load(self, lite: list[tuple[int, int]], segments: list[str]) -> list[Item]:
         """Records only in the journal, read back and checked again as at log time.
         One that cannot be read stays claimed: counted as not sent at finish, and pending
         for ``prime-runs sync``."""
         assert self._archive is not None
-        by_segment: dict[str, dict[int, int]] = {}
+        by_segment: dict[str, dict[int, tuple[int, bool]]] = {}
         items: list[Item] = []
         with self._cond:
             for ref, packed in lite:
@@ -184,13 +188,15 @@ class Ledger:
                 if item is not None:
                     items.append(item)
                     continue
+                exact, packed = bool(packed & 1), packed >> 1
                 segment = segments[packed >> _OFFSET_BITS]
-                by_segment.setdefault(segment, {})[packed & ((1 << _OFFSET_BITS) - 1)] = ref
+                offset = packed & ((1 << _OFFSET_BITS) - 1)
+                by_segment.setdefault(segment, {})[offset] = (ref, exact)
         read: list[Item] = []
         for segment, refs in by_segment.items():
             try:
                 for key, data in self._archive.read_many(segment, sorted(refs)):
-                    read.append(_recovered(data, key, refs[key.offset]))
+                    read.append(_recovered(data, key, *refs[key.offset]))
             except OSError as exc:
                 logger.warning("prime-runs: could not read records back from the journal: %s", exc)
         self._remember(read)
@@ -313,10 +319,11 @@ class Ledger:
         self.taken_over = dict.fromkeys(self._sinks, 0)
 
 
-def _recovered(data: bytes, key: RecordKey, ref: int) -> Item:
+def _recovered(data: bytes, key: RecordKey, ref: int, exact: bool) -> Item:
     """A record read back from the journal, with what was found at log time found again."""
-    record, _problem = parse_record(data)
+    record, _problem = parse_record(data, exact=exact)
     if record is None:
         return Item("trace", data, key, None, None, None, ref)  # the sink rejects it
     kind = kind_of(record)
-    return Item(kind, data, key, traces_problem(kind, record), record_id(record), None, ref)
+    problem = traces_problem(kind, record)
+    return Item(kind, data, key, problem, record_id(record), None, ref, exact)

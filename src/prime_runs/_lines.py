@@ -38,9 +38,10 @@ def _checked_int(text: str) -> int:
     return value
 
 
-def parse_record(data: bytes) -> tuple[dict[str, Any] | None, str | None]:
-    """``(record, None)`` for a usable record line, else ``(None, why it is not one)``."""
-    if not may_hold_long_int(data):
+def parse_record(data: bytes, *, exact: bool = False) -> tuple[dict[str, Any] | None, str | None]:
+    """``(record, None)`` for a usable record line, else ``(None, why it is not one)``.
+    ``exact``: orjson wrote the line (see ``_json.encode_record_marked``)."""
+    if exact or not may_hold_long_int(data):
         try:
             value = orjson.loads(data)  # exact here, and several times faster
         except ValueError:

@@ -211,6 +211,8 @@ def branches(trace: Any, *, bare: bool) -> list[BranchView]:
 def dump(value: Any, *, bare: bool) -> Any:
     """A pydantic value as ``model_dump(mode="json", exclude_none=True)``; a mapping as is,
     or with its null fields dropped when it comes from a ``bare`` record."""
+    if type(value) is dict:  # a record's own mapping: no model_dump lookup (it would fail)
+        return drop_nulls(value) if bare else value
     model_dump = getattr(value, "model_dump", None)
     if model_dump is not None:
         return model_dump(mode="json", exclude_none=True)

@@ -160,7 +160,15 @@ class RunState:
             return
         mapping = encoded.record if encoded.owned else None
         held = self.delivery.hand(
-            (encoded.kind, encoded.data, key, encoded.problem, record_id(encoded.record), mapping),
+            (
+                encoded.kind,
+                encoded.data,
+                key,
+                encoded.problem,
+                record_id(encoded.record),
+                mapping,
+                encoded.exact,
+            ),
             origin,
         )
         # Not held: not in the journal and over the memory bound, so it reaches no sink.

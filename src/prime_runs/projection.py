@@ -123,6 +123,7 @@ def project_episode_bytes(
     *,
     max_request_bytes: int = MAX_REQUEST_BYTES,
     record: Mapping[str, Any] | None = None,
+    exact: bool = False,
 ) -> list[bytes]:
     """Project one already-encoded record to encoded v0 rows, encoding the episode only once.
 
@@ -136,6 +137,8 @@ def project_episode_bytes(
 
     ``record`` skips the decode: pass it only if it is exactly what ``episode_bytes`` decode to
     and nobody changes it meanwhile (bytes with NaN/Infinity literals must not come with one).
+    ``exact``: the bytes hold no integer beyond 64 bits (orjson wrote them), so the decode
+    skips the scan for one.
     """
     saw_nonfinite = False
 
@@ -146,7 +149,7 @@ def project_episode_bytes(
 
     if record is None:
         try:
-            record = decode_record(episode_bytes)
+            record = decode_record(episode_bytes, exact=exact)
         except ValueError:  # NaN literals, a number beyond a float: the standard decoder
             record = json.loads(episode_bytes, parse_constant=constant)
     if not isinstance(record, Mapping):

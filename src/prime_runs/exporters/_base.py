@@ -23,6 +23,7 @@ class Item:
     # is short: the sample projection then skips decoding ``data`` again. Never mutated.
     mapping: Any = None
     ref: int | None = None  # the run's handle for the record in flight (see ``_ledger``)
+    exact: bool = False  # orjson wrote ``data``: decoding it needs no scan (see ``_json``)
 
 
 @dataclass

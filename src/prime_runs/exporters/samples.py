@@ -75,7 +75,11 @@ class SamplesSink:
 
     def _project(self, item: Item) -> list[Row]:
         rows = project_episode_bytes(
-            item.data, self._counters, max_request_bytes=self._limit, record=item.mapping
+            item.data,
+            self._counters,
+            max_request_bytes=self._limit,
+            record=item.mapping,
+            exact=item.exact,
         )
         if len(rows) == 1 and item.kind == "episode" and item.record_id is not None:
             return [(item.record_id, rows[0])]  # the summary row is keyed by the episode id
