@@ -124,7 +124,10 @@ _GROWTH_COLUMNS: tuple[tuple[str, str, str], ...] = (
     ("peer", "acked_pct", "peer acked %"),
     ("ours-offline", "cpu_per_1k", "offline run CPU s/1k"),
     ("ours-offline", "sync_wall_per_1k", "sync wall s/1k"),
+    ("ours-offline", "sync_fixed_s", "sync fixed cost, s"),
+    ("ours-offline", "sync_beyond_fixed_per_1k", "sync wall beyond fixed, s/1k"),
     ("ours-offline", "sync_cpu_per_1k", "sync CPU s/1k"),
+    ("ours-offline", "sync_standin_cpu_per_1k", "stand-in CPU during sync, s/1k"),
     ("ours-offline", "synced_pct", "synced %"),
 )
 

@@ -91,20 +91,41 @@ def test_a_version_1_results_file_still_renders_as_the_mixed_workload() -> None:
 def test_growth_targets_flag_a_figure_that_grows() -> None:
     growth = _bench("growth")
 
-    def runs(cpu: list[float], finish: list[float]) -> dict[str, Any]:
+    def runs(cpu: list[float], finish: list[float], sync: list[float]) -> dict[str, Any]:
         ours = {
             str(size): {"cpu_per_1k": c, "finish_s": f}
             for size, c, f in zip((2000, 20000), cpu, finish, strict=True)
         }
         offline = {
-            str(size): {"sync_wall_per_1k": 1.0, "synced_pct": 100.0} for size in (2000, 20000)
+            str(size): {"sync_beyond_fixed_per_1k": s, "synced_pct": 100.0}
+            for size, s in zip((2000, 20000), sync, strict=True)
         }
         return {"ours": ours, "ours-offline": offline}
 
-    flat = {r["target"]: r["ours"] for r in growth.targets(runs([1.0, 1.1], [0.01, 0.02]))}
-    grows = {r["target"]: r["ours"] for r in growth.targets(runs([1.0, 1.5], [0.01, 0.5]))}
-    assert all(flat.values())
-    assert [ok for ok in grows.values()] == [False, False, True, True]
+    def verdicts(*series: list[float]) -> list[bool | None]:
+        return [r["ours"] for r in growth.targets(runs(*series))]
+
+    assert verdicts([1.0, 1.1], [0.01, 0.02], [0.2, 0.22]) == [True] * 4
+    assert verdicts([1.0, 1.5], [0.01, 0.5], [0.2, 0.3]) == [False, False, False, True]
+
+
+def test_the_sync_figure_is_read_beyond_the_commands_fixed_cost() -> None:
+    growth = _bench("growth")
+    result = {
+        "episodes": 2000,
+        "cpu_s": 0.1,
+        "finish_s": 0.0,
+        "sync_wall_s": 1.0,
+        "sync_cpu_s": 0.8,
+        "sync_standin_cpu_s": 0.3,
+        "sync_fixed_wall_s": 0.4,
+        "sync_returncode": 0,
+        "sync_platform": {"episodes": 2000, "samples": 2000},
+    }
+    figures = growth.per_run("ours-offline", result)
+    assert figures["sync_wall_per_1k"] == pytest.approx(0.5)
+    assert figures["sync_beyond_fixed_per_1k"] == pytest.approx(0.3)  # (1.0 - 0.4) / 2
+    assert figures["sync_standin_cpu_per_1k"] == pytest.approx(0.15)
 
 
 def test_an_offline_growth_run_is_synced_whole_by_the_cli(tmp_path: Path) -> None:
@@ -121,3 +142,5 @@ def test_an_offline_growth_run_is_synced_whole_by_the_cli(tmp_path: Path) -> Non
     assert result["sync_returncode"] == 0, result["sync_output"]
     figures = growth.per_run("ours-offline", result)
     assert figures["synced_pct"] == 100.0 and figures["synced_samples_pct"] == 100.0
+    # The empty-home sync (the fixed cost) found nothing, so it created no evaluation.
+    assert result["sync_evaluations"] == 1 and result["sync_fixed_wall_s"] > 0
