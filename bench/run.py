@@ -179,13 +179,15 @@ def _scale(args: argparse.Namespace) -> int:
     sides = _names(args.sides or ",".join(growth.SIDES), growth.SIDES, "side")
     peer_version = harness.ensure_peer_venv(_say) if "peer" in sides else None
     started = time.monotonic()
-    raw = _execute(growth.plan(sizes, sides, int(time.time()) & 0xFFFFFF), growth.sync_after)
+    runs = args.runs or growth.DEFAULT_RUNS
+    salt = int(time.time()) & 0xFFFFFF
+    raw = _execute(growth.plan(sizes, sides, salt, runs), growth.sync_after)
     figures_by_side = growth.aggregate(raw)
     results = {
         "version": RESULTS_VERSION,
         "kind": "growth",
         "machine": harness.machine(),
-        "params": {"sizes": sizes, "sides": sides, "peer_version": peer_version},
+        "params": {"sizes": sizes, "sides": sides, "peer_version": peer_version, "runs": runs},
         "elapsed_s": time.monotonic() - started,
         "growth": figures_by_side,
         "targets": growth.targets(figures_by_side),

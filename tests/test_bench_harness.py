@@ -97,7 +97,7 @@ def test_growth_targets_flag_a_figure_that_grows() -> None:
             for size, c, f in zip((2000, 20000), cpu, finish, strict=True)
         }
         offline = {
-            str(size): {"sync_beyond_fixed_per_1k": s, "synced_pct": 100.0}
+            str(size): {"sync_cpu_beyond_fixed_per_1k": s, "synced_pct": 100.0}
             for size, s in zip((2000, 20000), sync, strict=True)
         }
         return {"ours": ours, "ours-offline": offline}
@@ -119,12 +119,13 @@ def test_the_sync_figure_is_read_beyond_the_commands_fixed_cost() -> None:
         "sync_cpu_s": 0.8,
         "sync_standin_cpu_s": 0.3,
         "sync_fixed_wall_s": 0.4,
+        "sync_fixed_cpu_s": 0.2,
         "sync_returncode": 0,
         "sync_platform": {"episodes": 2000, "samples": 2000},
     }
     figures = growth.per_run("ours-offline", result)
     assert figures["sync_wall_per_1k"] == pytest.approx(0.5)
-    assert figures["sync_beyond_fixed_per_1k"] == pytest.approx(0.3)  # (1.0 - 0.4) / 2
+    assert figures["sync_cpu_beyond_fixed_per_1k"] == pytest.approx(0.3)  # (0.8 - 0.2) / 2
     assert figures["sync_standin_cpu_per_1k"] == pytest.approx(0.15)
 
 
@@ -144,3 +145,21 @@ def test_an_offline_growth_run_is_synced_whole_by_the_cli(tmp_path: Path) -> Non
     assert figures["synced_pct"] == 100.0 and figures["synced_samples_pct"] == 100.0
     # The empty-home sync (the fixed cost) found nothing, so it created no evaluation.
     assert result["sync_evaluations"] == 1 and result["sync_fixed_wall_s"] > 0
+
+
+def test_scale_repeats_the_small_runs_and_reports_medians() -> None:
+    growth = _bench("growth")
+    entries = growth.plan([2000, 100000], ["ours"], salt=0, runs=3)
+    assert [e[3]["count"] for e in entries] == [2000, 100000, 2000, 2000]
+    assert len({e[3]["salt"] for e in entries}) == 4  # every run logs fresh ids
+    raw = [
+        {
+            "side": "ours",
+            "params": {"count": count},
+            "result": {"episodes": count, "cpu_s": cpu, "finish_s": 0.01, "wall_s": 1.0},
+        }
+        for count, cpu in ((2000, 0.9), (100000, 20.0), (2000, 0.4), (2000, 0.5))
+    ]
+    figures = growth.aggregate(raw)["ours"]
+    assert figures["2000"]["cpu_per_1k"] == pytest.approx(0.25)  # the median of 0.45, 0.2, 0.25
+    assert figures["100000"]["cpu_per_1k"] == pytest.approx(0.2)
