@@ -29,8 +29,8 @@ class Counters:
     unjournaled: int = 0  # records the journal could not hold (disk full, size limit, link)
     late: int = 0  # records refused because they were logged after finish() began
     errors: list[str] = field(default_factory=list)
-    # Records flush()/finish() delivered from the ledger that the live queue never had
-    # (dropped by a full queue, or not sent yet): informational, not a loss.
+    # Records flush()/finish() delivered from the ledger that no live export had sent
+    # (still queued, or waiting behind a slow platform): informational, not a loss.
     taken_over: dict[str, int] = field(default_factory=dict)
     lock: threading.RLock = field(default_factory=threading.RLock, repr=False, compare=False)
 
@@ -110,8 +110,8 @@ class Counters:
             "dropped": self.dropped,
             "invalid": self.invalid,
             "unjournaled": self.unjournaled,
-            # Per sink: what the live upload queue dropped or had not sent, which flush() or
-            # finish() sent instead (not a loss; a large number means a queue too short).
+            # Per sink: what no live export had sent, which flush() or finish() sent instead
+            # (not a loss; a large number means the platform was slow near the end).
             "sent_by_flush": dict(self.taken_over),
         }
 

@@ -5,9 +5,10 @@ Live, every record becomes a small span (the run id and the record's ledger hand
 payload stays beside it in the ledger) handed to one ``BatchSpanProcessor`` per sink, whose
 exporter (``prime_runs.exporters``) claims the records from the ledger and delivers them
 through the sink's channel. The processor may drop on a full queue, swallow exceptions or
-clear its queue after a fork: the ledger still knows every record a sink has not settled, and
-:meth:`Delivery.drain` (``flush()``/``finish()``) delivers those through the same channel,
-within the caller's deadline.
+clear its queue after a fork: the ledger still knows every record a sink has not settled. A
+live export catches up on the older ones no delivery holds (a full queue drops its oldest
+spans), and :meth:`Delivery.drain` (``flush()``/``finish()``) delivers whatever is left
+through the same channel, within the caller's deadline.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from opentelemetry.trace import SpanContext, TraceFlags
 from . import _registry, semconv
 from ._archive import RunArchive
 from ._ledger import Ledger
-from .exporters._base import Outcome, Sink
+from .exporters._base import Item, Outcome, Sink
 from .exporters._channel import Channel
 
 logger = logging.getLogger("prime_runs")
@@ -41,8 +42,8 @@ SCHEDULE_DELAY_MILLIS = 200
 # many is one request or a few; the sinks split by bytes themselves.
 MAX_EXPORT_BATCH_SIZE = 2048
 # OpenTelemetry's own default: one batch. What a full queue drops is delivered from the
-# ledger at flush/finish, so a longer queue would only hold more memory (a span here is
-# about 600 bytes).
+# ledger by the next export (or at flush/finish), so a longer queue would only hold more
+# memory (a span here is about 600 bytes).
 MAX_QUEUE_SIZE = 2048
 _ENV = {
     "max_queue_size": ("OTEL_BSP_MAX_QUEUE_SIZE", MAX_QUEUE_SIZE),
@@ -66,8 +67,8 @@ _PROCESSOR_LOGGERS = ("opentelemetry.sdk._shared_internal", "opentelemetry.sdk.t
 
 class _OwnQueueDrops(logging.Filter):
     """Hides "Queue full, dropping Span." from the run's own processors: what their queue
-    drops is delivered from the ledger at flush/finish (status.json's ``sent_by_flush``), so
-    the line would announce a loss that is none. A user's own processors still log it."""
+    drops is delivered from the ledger by the next export or at flush/finish, so the line
+    would announce a loss that is none. A user's own processors still log it."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         return not getattr(_handing, "active", False)
@@ -173,20 +174,35 @@ class Delivery:
         return True
 
     def export(self, sink: str, refs: list[int]) -> bool:
-        """Deliver the records ``refs`` to ``sink`` (an exporter's ``export``); False when
-        some of them are not stored (yet)."""
+        """Deliver the records ``refs`` to ``sink`` (an exporter's ``export``), then the older
+        ones the span queue dropped; False when some of them are not stored (yet)."""
         channel = self.channels.get(sink)
         if channel is None:
             return True
+        limits = {"max_items": BATCH_ITEMS, "max_bytes": BATCH_BYTES}
         remaining = iter(refs)  # each claim takes the next requests' worth
-        items = self.ledger.claim(sink, remaining, max_items=BATCH_ITEMS, max_bytes=BATCH_BYTES)
+        ok = self._deliver_claims(channel, lambda: self.ledger.claim(sink, remaining, **limits))
+        if refs:
+            # A full queue drops its oldest spans. Their records are older than this batch's
+            # newest and no delivery holds them: deliver them now, not at flush/finish.
+            newest = max(refs)
+            caught_up = self._deliver_claims(
+                channel, lambda: self.ledger.claim_dropped(sink, newest, **limits)
+            )
+            ok = caught_up and ok
+        return ok
+
+    def _deliver_claims(self, channel: Channel, claim: Callable[[], list[Item]]) -> bool:
+        """Deliver what ``claim`` gives until it gives nothing (and the records the channel
+        keeps for a resend); False when some are not stored (yet)."""
+        items = claim()
         if not items and not channel.held():
             return True
         ok = True
         while True:
             outcome = channel.deliver(items)
             ok = ok and not outcome.unsent
-            items = self.ledger.claim(sink, remaining, max_items=BATCH_ITEMS, max_bytes=BATCH_BYTES)
+            items = claim()
             if not items:
                 return ok and not channel.held()
 

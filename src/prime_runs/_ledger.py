@@ -6,9 +6,9 @@ journal holds it (8 bytes: the bytes are read back, and the record checked again
 sink needs them). Per sink it keeps one byte per record while any record before it is
 unsettled (stored, rejected for its own sake, or given up on) and knows which records a
 delivery has claimed, so the live queue, ``flush()``/``finish()`` and a user's exporter
-never send one record twice, and ``finish()`` delivers what the queue dropped without
-reading the whole journal. A burst therefore costs about ten bytes a record beyond the
-bytes kept in memory.
+never send one record twice, and a live export (``claim_dropped``) or ``finish()``
+delivers what the queue dropped without reading the whole journal. A burst therefore
+costs about ten bytes a record beyond the bytes kept in memory.
 
 Without a journal the bytes are the only copy: a record that does not fit the bound is
 refused (``add`` returns None) and counted as dropped by the caller.
@@ -72,6 +72,8 @@ class Ledger:
         self._low = dict.fromkeys(self._sinks, base)  # no record before it waits
         # A flush's scan starts here: every record before it is settled or claimed.
         self._cursor = dict.fromkeys(self._sinks, base)
+        # The same for a live export's catch-up scan (see ``claim_dropped``).
+        self._swept = dict.fromkeys(self._sinks, base)
         self._busy: dict[str, set[int]] = {s: set() for s in self._sinks}
         self._live: dict[str, set[int]] = {s: set() for s in self._sinks}
         self._recent: OrderedDict[int, Item] = OrderedDict()  # see RECENT_BYTES
@@ -136,32 +138,69 @@ class Ledger:
         with self._cond:
             if sink not in self._waiting:
                 return []
-            busy, live = self._busy[sink], self._live[sink]
-            out: list[Item] = []
-            lite: list[tuple[int, int]] = []
-            size = 0
-            start = max(self._low[sink], self._cursor[sink])
-            candidates = range(start, self._next) if refs is None else refs
-            for ref in candidates:
-                if refs is None:
-                    self._cursor[sink] = ref + 1
-                if ref in busy or not self._waits(sink, ref):
-                    continue
-                busy.add(ref)
-                if refs is not None:
-                    live.add(ref)
-                elif ref not in live:
-                    self.taken_over[sink] += 1
-                item = self._held.get(ref)
-                if item is not None:
-                    out.append(item)
-                    size += len(item.data)
-                else:
-                    lite.append((ref, self._lite[ref - self._base]))
-                    size += 1024
-                if len(out) + len(lite) >= max_items or size >= max_bytes:
-                    break
+            if refs is None:
+                start = max(self._low[sink], self._cursor[sink])
+                candidates: Iterable[int] = range(start, self._next)
+                taken = self._take(sink, candidates, self._cursor, False, max_items, max_bytes)
+            else:
+                taken = self._take(sink, refs, None, True, max_items, max_bytes)
             segments = list(self._segments)
+        return self._loaded(*taken, segments)
+
+    def claim_dropped(
+        self, sink: str, before: int, *, max_items: int = 2_000, max_bytes: int = 8 * 1024 * 1024
+    ) -> list[Item]:
+        """Records before ``before`` that wait for ``sink`` and that no delivery holds: a live
+        export catching up on what the span queue dropped (it drops the oldest when full).
+        Claimed as live, so a flush does not count them as taken over."""
+        with self._cond:
+            if sink not in self._waiting:
+                return []
+            start = max(self._low[sink], self._swept[sink])
+            taken = self._take(sink, range(start, before), self._swept, True, max_items, max_bytes)
+            segments = list(self._segments)
+        return self._loaded(*taken, segments)
+
+    def _take(
+        self,
+        sink: str,
+        candidates: Iterable[int],
+        cursor: dict[str, int] | None,
+        live_export: bool,
+        max_items: int,
+        max_bytes: int,
+    ) -> tuple[list[Item], list[tuple[int, int]]]:
+        """Claim from ``candidates`` (under the lock): the records held in memory, and the
+        (ref, packed key) of those to read back. ``cursor`` moves past each candidate seen."""
+        busy, live = self._busy[sink], self._live[sink]
+        out: list[Item] = []
+        lite: list[tuple[int, int]] = []
+        size = 0
+        for ref in candidates:
+            if cursor is not None:
+                cursor[sink] = ref + 1
+            if ref in busy or not self._waits(sink, ref):
+                continue
+            busy.add(ref)
+            if live_export:
+                live.add(ref)
+            elif ref not in live:
+                self.taken_over[sink] += 1
+            item = self._held.get(ref)
+            if item is not None:
+                out.append(item)
+                size += len(item.data)
+            else:
+                lite.append((ref, self._lite[ref - self._base]))
+                size += 1024
+            if len(out) + len(lite) >= max_items or size >= max_bytes:
+                break
+        return out, lite
+
+    def _loaded(
+        self, out: list[Item], lite: list[tuple[int, int]], segments: list[str]
+    ) -> list[Item]:
+        """``out`` with the claimed journal-only records read back (outside the lock)."""
         if lite:
             out.extend(self._load(lite, segments))
             out.sort(key=lambda i: i.ref)  # type: ignore[arg-type,return-value]
@@ -222,6 +261,7 @@ class Ledger:
                 if item.ref is not None:
                     busy.discard(item.ref)
                     self._cursor[sink] = min(self._cursor[sink], item.ref)
+                    self._swept[sink] = min(self._swept[sink], item.ref)
             self._cond.notify_all()
 
     def settle(self, sink: str, items: Iterable[Item]) -> None:

@@ -296,8 +296,8 @@ class RunState:
         self.counters.note_taken_over(self.delivery.taken_over())
         for sink, n in self.counters.taken_over.items():
             logger.info(
-                "prime-runs: %s: %d records the live queue dropped or had not sent were "
-                "delivered from the run's ledger at flush/finish",
+                "prime-runs: %s: %d records no live export had sent were delivered from "
+                "the run's ledger at flush/finish",
                 sink,
                 n,
             )
