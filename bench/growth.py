@@ -37,7 +37,8 @@ SIDES = ("ours", "peer", "ours-offline")
 DEFAULT_SIZES = (2000, 20000, 100000)
 DEFAULT_RUNS = 3
 REPEATED_UP_TO = 20_000
-#: Flat means the largest run's figure is within this factor of the smallest's.
+#: Flat means no larger run's figure is above the smallest run's by more than this factor.
+#: A figure that falls as the run grows (fixed costs spread over more episodes) is flat.
 FLAT = 1.2
 #: Slack for finish(), a figure of milliseconds on loopback where noise is absolute.
 FINISH_SLACK_S = 0.05
@@ -167,9 +168,9 @@ def spread(growth: dict[str, Any], side: str, key: str) -> float | None:
 
 def _flat(growth: dict[str, Any], side: str, key: str) -> bool | None:
     values = _series(growth, side, key)
-    if len(values) < 2 or min(values) <= 0:
+    if len(values) < 2 or values[0] <= 0:
         return None
-    return max(values) <= FLAT * min(values)
+    return max(values[1:]) <= FLAT * values[0]
 
 
 def _finish_flat(growth: dict[str, Any], side: str) -> bool | None:
@@ -186,10 +187,13 @@ def _all_synced(growth: dict[str, Any]) -> bool | None:
 
 def targets(growth: dict[str, Any]) -> list[dict[str, Any]]:
     checks = (
-        (f"CPU per 1k episodes flat (within {FLAT - 1:.0%})", _flat(growth, "ours", "cpu_per_1k")),
+        (
+            f"CPU per 1k episodes does not grow (within {FLAT - 1:.0%})",
+            _flat(growth, "ours", "cpu_per_1k"),
+        ),
         ("finish() after the drain does not grow", _finish_flat(growth, "ours")),
         (
-            f"sync CPU per 1k episodes, beyond its start-up, flat (within {FLAT - 1:.0%})",
+            f"sync CPU per 1k episodes beyond its start-up does not grow (within {FLAT - 1:.0%})",
             _flat(growth, "ours-offline", "sync_cpu_beyond_fixed_per_1k"),
         ),
         ("sync: the stand-in holds every episode", _all_synced(growth)),

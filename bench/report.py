@@ -170,7 +170,7 @@ def _render_growth(results: dict[str, Any]) -> str:
         "",
         *growth_table(results["growth"]),
         "",
-        *targets_table(results["targets"]),
+        *targets_table(growth.targets(results["growth"])),  # read by the current criteria
     ]
     return "\n".join(lines) + "\n"
 

@@ -107,6 +107,8 @@ def test_growth_targets_flag_a_figure_that_grows() -> None:
 
     assert verdicts([1.0, 1.1], [0.01, 0.02], [0.2, 0.22]) == [True] * 4
     assert verdicts([1.0, 1.5], [0.01, 0.5], [0.2, 0.3]) == [False, False, False, True]
+    # Falling as the run grows (a fixed cost spread thinner) is not growing.
+    assert verdicts([1.0, 0.5], [0.01, 0.01], [0.23, 0.14]) == [True] * 4
 
 
 def test_the_sync_figure_is_read_beyond_the_commands_fixed_cost() -> None:
