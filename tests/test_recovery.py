@@ -1,4 +1,5 @@
-"""Records the live queue dropped during the run are sent from the journal at finish."""
+"""Records the live queue dropped during the run are sent from the journal (by the live
+exports catching up, or at finish)."""
 
 from __future__ import annotations
 
