@@ -31,6 +31,13 @@ class Encoded:
     owned: bool = False  # ``record`` came from to_record(): nobody else holds it
     exact: bool = False  # orjson wrote ``data``: it decodes exactly without a scan (see _json)
 
+    def for_delivery(self, key: object) -> tuple[Any, ...]:
+        """What the run's delivery holds for the record (``Delivery.hand``): the decoded
+        mapping only when nobody else holds it, so a producer's later change cannot leak."""
+        mapping = self.record if self.owned else None
+        ident = record_id(self.record)
+        return (self.kind, self.data, key, self.problem, ident, mapping, self.exact)
+
 
 def to_mapping(record: object) -> Mapping[str, Any]:
     """The record as a mapping: a mapping itself, or what ``to_record()`` returns."""

@@ -18,7 +18,7 @@ from . import _finishing
 from ._accounting import Counters
 from ._archive import RunArchive
 from ._delivery import Delivery
-from ._encode import Encoded, record_id
+from ._encode import Encoded
 from ._finishing import DEFAULT_FINISH_TIMEOUT
 from ._journaling import Journal, computed_summary
 from ._json import sanitize_nonfinite
@@ -158,19 +158,7 @@ class RunState:
             if key is not None or self.archive is None:
                 self.counters.count("logged")
             return
-        mapping = encoded.record if encoded.owned else None
-        held = self.delivery.hand(
-            (
-                encoded.kind,
-                encoded.data,
-                key,
-                encoded.problem,
-                record_id(encoded.record),
-                mapping,
-                encoded.exact,
-            ),
-            origin,
-        )
+        held = self.delivery.hand(encoded.for_delivery(key), origin)
         # Not held: not in the journal and over the memory bound, so it reaches no sink.
         retired = [(c.name, c.quiet) for c in channels.values() if c.retired is not None]
         self.counters.count_logged(held=held, retired=retired)
