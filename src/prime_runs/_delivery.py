@@ -103,35 +103,41 @@ class Delivery:
         _pipeline.hand(span, [self._processors[n] for n in open_ if n in self._processors])
         return True
 
-    def export(self, sink: str, refs: list[int]) -> bool:
+    def export(self, sink: str, refs: list[int], until: float) -> bool:
         """Deliver the records ``refs`` to ``sink`` (an exporter's ``export``), then the older
-        ones the span queue dropped; False when some of them are not stored (yet)."""
+        ones the span queue dropped, until ``until`` (``time.monotonic()``); False when some
+        of them are not stored (yet): they stay owed, for the next export or flush."""
         channel = self.channels.get(sink)
         if channel is None:
             return True
         limits = {"max_items": BATCH_ITEMS, "max_bytes": BATCH_BYTES}
         remaining = iter(refs)  # each claim takes the next requests' worth
-        ok = self._deliver_claims(channel, lambda: self.ledger.claim(sink, remaining, **limits))
-        if refs:
+        claim = lambda: self.ledger.claim(sink, remaining, **limits)  # noqa: E731
+        ok = self._deliver_claims(channel, claim, until)
+        if refs and time.monotonic() < until:
             # A full queue drops its oldest spans. Their records are older than this batch's
             # newest and no delivery holds them: deliver them now, not at flush/finish.
             newest = max(refs)
             caught_up = self._deliver_claims(
-                channel, lambda: self.ledger.claim_dropped(sink, newest, **limits)
+                channel, lambda: self.ledger.claim_dropped(sink, newest, **limits), until
             )
             ok = caught_up and ok
         return ok
 
-    def _deliver_claims(self, channel: Channel, claim: Callable[[], list[Item]]) -> bool:
-        """Deliver what ``claim`` gives until it gives nothing (and the records the channel
-        keeps for a resend); False when some are not stored (yet)."""
+    def _deliver_claims(
+        self, channel: Channel, claim: Callable[[], list[Item]], until: float
+    ) -> bool:
+        """Deliver what ``claim`` gives until it gives nothing or ``until`` passes (and the
+        records the channel keeps for a resend); False when some are not stored (yet)."""
         items = claim()
         if not items and not channel.held():
             return True
         ok = True
         while True:
-            outcome = channel.deliver(items)
+            outcome = channel.deliver(items, until)
             ok = ok and not outcome.unsent
+            if time.monotonic() >= until:
+                return False  # out of time: what is left stays owed
             items = claim()
             if not items:
                 return ok and not channel.held()

@@ -222,7 +222,8 @@ class RunState:
     def flush(self, timeout: float | None) -> bool:
         deadline = time.monotonic() + _finishing.budget(timeout, DEFAULT_FINISH_TIMEOUT)
         self.delivery.drain(deadline)
-        return not self.delivery.pending()
+        # Stored everywhere: nothing waits, and no sink gave up on (or refused) a record.
+        return not self.delivery.pending() and not any(self.counters.failed.values())
 
     def finish(
         self,

@@ -247,9 +247,12 @@ class Run:
     def flush(self, timeout: float | None = 30.0) -> bool:
         """Wait until every record logged so far is acknowledged (or ``timeout``).
 
-        Returns whether everything was sent. Under ``on_error="raise"`` the first
-        contained error is raised here. ``timeout`` is seconds ``>= 0`` (``None``: 300 s;
-        ``inf``: up to 24 hours); ``nan`` or a negative number raises ``ConfigurationError``.
+        Returns whether every record logged so far is stored by every sink: False while
+        some wait, or when a sink refused some or stopped for the run (``failed_records``
+        says which; the journal keeps them for ``prime-runs sync``). Under
+        ``on_error="raise"`` the first contained error is raised here. ``timeout`` is
+        seconds ``>= 0`` (``None``: 300 s; ``inf``: up to 24 hours); ``nan`` or a negative
+        number raises ``ConfigurationError``.
         """
         seconds = check_timeout(timeout, default=DEFAULT_FINISH_TIMEOUT, what="flush")
         if self._state is None:
