@@ -43,6 +43,7 @@ from ._archive import (
 from ._encode import encode, kind_of, traces_problem
 from ._lines import parse_record
 from ._progress import Progress
+from ._provenance import from_resource, upload_context
 from ._runinfo import SAMPLES, SINK_LABELS, TRACES, RunInfo, inspect
 from ._sync_close import close_run
 from ._sync_readback import Candidate, Unreadable, held_by_traces, rollout_counters, sample_ids
@@ -350,11 +351,13 @@ class _Syncer:
             self.rejected.setdefault(sink, []).extend([reason or how] * len(keys))
 
     def _context(self) -> dict[str, str]:
-        context = {"source": "prime-runs", "run_type": str(self.desc.get("kind") or "eval")}
-        for key in ("framework", "model"):
-            if self.desc.get(key):
-                context[key] = str(self.desc[key])
-        return context
+        resource = self.desc.get("resource")
+        return upload_context(
+            run_type=str(self.desc.get("kind") or "eval"),
+            framework=self.desc.get("framework"),
+            model=self.desc.get("model"),
+            resource=from_resource(resource if isinstance(resource, dict) else {}),
+        )
 
     def _mark_started(self, sink: str) -> None:
         # From here on records may land without an ack (a kill mid-request): a rerun reads

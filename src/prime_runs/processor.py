@@ -27,6 +27,7 @@ from ._encode import encode
 from ._genai import GenAICollector
 from ._limits import count_limit, cut_by_limit, cut_message, dropped_message, events_message
 from ._open import RunOptions, open_state
+from ._provenance import from_resource
 from ._state import RunState
 from .errors import PrimeRunsError
 from .sampling import note_run_ended, note_run_started
@@ -181,6 +182,7 @@ class RunProcessor(SpanProcessor):
             "description": attrs.get(semconv.RUN_DESCRIPTION),
             "tags": list(attrs.get(semconv.RUN_TAGS) or ()),
             "config": config,
+            "resource": from_resource(span.resource),
             **self._defaults,
         }
         options["on_error"] = "warn"  # a span hook never raises
