@@ -11,7 +11,6 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import pytest
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 
@@ -28,13 +27,23 @@ def _contexts(platform: StandInPlatform) -> list[dict[str, Any]]:
 
 
 def test_resource_attributes_from_the_environment_reach_every_upload(
-    prime_env: StandInPlatform, episodes: list[dict[str, Any]], monkeypatch: pytest.MonkeyPatch
+    prime_env: StandInPlatform, episodes: list[dict[str, Any]], tmp_path: Path
 ) -> None:
-    monkeypatch.setenv("OTEL_RESOURCE_ATTRIBUTES", "deployment.environment=ci,team=evals")
-    monkeypatch.setenv("OTEL_SERVICE_NAME", "gsm8k-evals")
-    run = pr.init(name="resource", environments=["gsm8k"], model="m", framework="verifiers")
-    run.log_episodes(episodes)
-    run.finish(timeout=60)
+    data = tmp_path / "episodes.json"
+    data.write_text(json.dumps(episodes))
+    code = (
+        "import json, prime_runs as pr\n"
+        "run = pr.init(name='resource', environments=['gsm8k'], model='m', "
+        "framework='verifiers')\n"
+        f"run.log_episodes(json.load(open({str(data)!r})))\n"
+        "run.finish(timeout=60)\n"
+    )
+    env = {
+        **os.environ,
+        "OTEL_RESOURCE_ATTRIBUTES": "deployment.environment=ci,team=evals",
+        "OTEL_SERVICE_NAME": "gsm8k-evals",
+    }
+    subprocess.run([sys.executable, "-c", code], env=env, check=True, timeout=120)
 
     for context in _contexts(prime_env):
         assert context["service.name"] == "gsm8k-evals"
@@ -65,6 +74,23 @@ def test_a_providers_own_resource_reaches_raw_span_runs_and_joins(
     contexts = _contexts(prime_env)
     assert sum(len(u["episode_ids"]) for u in prime_env.uploads) == 4
     assert all(c["service.name"] == "agent-svc" for c in contexts), contexts
+
+
+def test_a_run_without_a_resource_of_its_own_sends_the_plain_context(
+    prime_env: StandInPlatform, episodes: list[dict[str, Any]]
+) -> None:
+    run = pr.init(
+        name="plain",
+        environments=["gsm8k"],
+        model="m",
+        framework="f",
+        tracer_provider=TracerProvider(),  # the SDK's default Resource only
+    )
+    run.log_episodes(episodes)
+    run.finish(timeout=60)
+
+    expected = {"source": "prime-runs", "run_type": "eval", "framework": "f", "model": "m"}
+    assert all(c == expected for c in _contexts(prime_env))
 
 
 def test_an_offline_runs_resource_is_kept_and_sent_by_sync(

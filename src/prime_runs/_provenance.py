@@ -4,8 +4,10 @@ The context is provenance only (a map of strings, filtered by equality; platform
 §8.9): the SDK, the run's type, its framework and model, and the attributes of the
 OpenTelemetry ``Resource`` the run was traced under (``service.name``,
 ``OTEL_RESOURCE_ATTRIBUTES``, the provider's own), so a stored document can be traced back
-to the service that produced it. The SDK's own ``telemetry.sdk.*`` attributes say nothing
-about that and are left out.
+to the service that produced it. What the SDK fills in by itself says nothing about that
+and is left out (``telemetry.sdk.*``, the ``unknown_service`` name, the random
+``service.instance.id`` of newer SDKs), so a run traced without a Resource of its own sends
+exactly 0.1.4's context.
 """
 
 from __future__ import annotations
@@ -18,6 +20,8 @@ MAX_ATTRIBUTES = 32
 MAX_VALUE_CHARS = 256
 _OURS = frozenset({"source", "run_type", "framework", "model"})
 _SKIPPED_PREFIX = "telemetry.sdk."
+_SKIPPED = frozenset({"service.instance.id"})
+_DEFAULT_SERVICE = "unknown_service"
 
 
 def from_resource(resource: Any) -> dict[str, str]:
@@ -28,7 +32,11 @@ def from_resource(resource: Any) -> dict[str, str]:
         return {}
     out: dict[str, str] = {}
     for key, value in attributes.items():
-        if not isinstance(key, str) or key in _OURS or key.startswith(_SKIPPED_PREFIX):
+        if not isinstance(key, str) or key in _OURS or key in _SKIPPED:
+            continue
+        if key.startswith(_SKIPPED_PREFIX):
+            continue
+        if key == "service.name" and str(value).startswith(_DEFAULT_SERVICE):
             continue
         if isinstance(value, (list, tuple)):
             value = ",".join(str(v) for v in value)
