@@ -19,6 +19,8 @@ from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
+from ._otel_private import BATCH_PROCESSOR_LOGGERS
+
 logger = logging.getLogger("prime_runs")
 
 # BatchSpanProcessor defaults for this workload, each overridden by its OTEL_BSP_* variable.
@@ -41,8 +43,6 @@ RESOURCE = Resource.get_empty()
 
 # Set while this thread hands a record's span to the run's own processors.
 _handing = threading.local()
-# Where OpenTelemetry's batch processors log "Queue full, dropping Span." (newer and older SDKs).
-_PROCESSOR_LOGGERS = ("opentelemetry.sdk._shared_internal", "opentelemetry.sdk.trace.export")
 
 
 class _OwnQueueDrops(logging.Filter):
@@ -55,7 +55,7 @@ class _OwnQueueDrops(logging.Filter):
 
 
 def _install_filter() -> None:
-    for name in _PROCESSOR_LOGGERS:
+    for name in BATCH_PROCESSOR_LOGGERS:
         # First in line: OpenTelemetry's duplicate filter must not count a hidden line
         # against a user's identical one.
         logging.getLogger(name).filters.insert(0, _OwnQueueDrops())

@@ -30,11 +30,12 @@ from .settings import DISABLED
 _lock = threading.Lock()
 _processors: weakref.WeakKeyDictionary[TracerProvider, RunProcessor] = weakref.WeakKeyDictionary()
 _private_provider: TracerProvider | None = None
+_private_pid = 0  # the process that made it
 _current: weakref.ReferenceType[Run] | None = None
 
 
 def _sdk_provider(tracer_provider: object | None) -> TracerProvider:
-    global _private_provider
+    global _private_provider, _private_pid
     if tracer_provider is not None:
         if not isinstance(tracer_provider, TracerProvider):
             raise ConfigurationError(
@@ -48,11 +49,11 @@ def _sdk_provider(tracer_provider: object | None) -> TracerProvider:
     with _lock:
         # No SDK provider configured: use one of our own, never installed globally, so
         # the application can still set its own later.
-        if _private_provider is None or os.getpid() != getattr(_private_provider, "_pr_pid", 0):
+        if _private_provider is None or os.getpid() != _private_pid:
             _private_provider = TracerProvider(
                 shutdown_on_exit=False, id_generator=ID_GENERATOR, sampler=sampler()
             )
-            _private_provider._pr_pid = os.getpid()  # type: ignore[attr-defined]
+            _private_pid = os.getpid()  # a forked child makes its own
         return _private_provider
 
 
