@@ -89,3 +89,15 @@ def test_export_returns_within_its_timeout_against_a_stalled_platform(
     provider.force_flush(60_000)
     provider.shutdown()
     assert {e["id"] for e in episodes} <= set(prime_env.episodes)  # delivered afterwards
+
+
+def test_an_init_run_span_ends_like_a_raw_one_with_its_error(span_capture: Any) -> None:
+    provider, exporter = span_capture
+    run = pr.init(name="failing", environments=["gsm8k"], mode="offline", tracer_provider=provider)
+
+    run.fail("the grader crashed")
+
+    (span,) = [s for s in exporter.get_finished_spans() if s.name == "run"]
+    assert span.attributes[semconv.RUN_STATUS] == "failed"
+    assert span.attributes[semconv.RUN_ERROR] == "the grader crashed"
+    assert span.status.description == "the grader crashed"

@@ -9,9 +9,8 @@ from typing import Any
 
 from opentelemetry import context as otel_context
 from opentelemetry import trace
-from opentelemetry.trace import Status, StatusCode
 
-from . import _exit, _records, semconv
+from . import _closeouts, _exit, _records, semconv
 from ._emptyrun import warn_if_empty
 from ._encode import EPISODE, encode
 from ._finishing import DEFAULT_FINISH_TIMEOUT, check_timeout
@@ -303,15 +302,7 @@ class Run:
         self.finish(None, RunStatus.FAILED, error)
 
     def _end_span(self, status: RunStatus, reason: str | None) -> None:
-        try:
-            self._span.set_attribute(semconv.RUN_STATUS, status.value)
-            if status is RunStatus.COMPLETED:
-                self._span.set_status(Status(StatusCode.OK))
-            elif status in (RunStatus.FAILED, RunStatus.CRASHED):
-                self._span.set_status(Status(StatusCode.ERROR, reason))
-            self._span.end()
-        except Exception:  # a user's processor must not break our finish
-            logger.debug("prime-runs: ending the run span failed", exc_info=True)
+        _closeouts.end_span(self._span, status, reason)  # the one way a run span ends
 
     def crash(self, timeout: float) -> None:
         """Called at interpreter exit for a run that was never finished."""
