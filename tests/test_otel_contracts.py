@@ -101,3 +101,26 @@ def test_an_init_run_span_ends_like_a_raw_one_with_its_error(span_capture: Any) 
     assert span.attributes[semconv.RUN_STATUS] == "failed"
     assert span.attributes[semconv.RUN_ERROR] == "the grader crashed"
     assert span.status.description == "the grader crashed"
+
+
+def test_a_cut_deadline_stops_the_platform_clients_retries(prime_env: StandInPlatform) -> None:
+    import threading
+
+    from prime_runs.errors import APIError
+    from prime_runs.exporters._base import Deadline
+    from prime_runs.platform._http import PlatformClient
+    from prime_runs.settings import Settings
+
+    prime_env.outage(503, routes=["eval_get"])
+    client = PlatformClient(Settings.resolve())
+    deadline = Deadline(time.monotonic() + 120)
+    threading.Timer(0.5, deadline.cut, args=(time.monotonic() + 0.5,)).start()
+    started = time.monotonic()
+    try:
+        with pytest.raises(APIError):  # what the last attempt answered
+            client.request("GET", "/evaluations/ev_x", idempotent=True, deadline=deadline)
+    finally:
+        client.close()
+    # The retry waits (1 s, 2 s, 4 s, ...) would have run for 15 s: the cut ends them.
+    assert time.monotonic() - started < 3.0
+    assert 1 <= len(prime_env.requests_for("eval_get")) <= 3

@@ -128,7 +128,7 @@ class SamplesSink:
         platform cannot tell us."""
         ids = [sid for p in todo if p.check for sid, _ in p.rows]
         try:
-            missing = self._writer.missing(ids, deadline.at)
+            missing = self._writer.missing(ids, deadline)
         except APIError as exc:
             self._hold(todo, outcome, exc)
             return False
@@ -161,7 +161,7 @@ class SamplesSink:
             batch = [(p, row) for p, row in work.popleft() if id(p.item) not in lost]
             if not batch:
                 continue
-            result = self._writer.append([row for _, row in batch], deadline=deadline.at)
+            result = self._writer.append([row for _, row in batch], deadline=deadline)
             landed = set(result.acked)
             for p, row in batch:
                 if row[0] in landed or row[0] not in result.failed:

@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from datetime import datetime, timezone
 from email.utils import parsedate_to_datetime
-from typing import Any
+from typing import Any, Protocol
 
 import httpx
 from opentelemetry import context as otel_context
@@ -56,6 +56,27 @@ MAX_ATTEMPTS = 5
 RETRY_AFTER_CAP = 60.0
 BACKOFF_CAP = 30.0
 MIN_ATTEMPT_TIMEOUT = 1.0  # an attempt near the deadline still gets this long
+
+
+class Cuttable(Protocol):
+    """A deadline its owner may bring forward (a sink's ``Deadline``): retry waits wake when
+    it is cut, so a ``finish()`` that stops waiting stops the retries too."""
+
+    @property
+    def at(self) -> float: ...
+
+    def sleep(self, seconds: float) -> bool: ...
+
+
+Deadline = float | Cuttable
+
+
+def _left(deadline: Deadline | None) -> float | None:
+    if deadline is None:
+        return None
+    at = deadline if isinstance(deadline, (int, float)) else deadline.at
+    return at - time.monotonic()
+
 
 UNAMBIGUOUS_STATUS = frozenset({429})
 AMBIGUOUS_STATUS = frozenset({502, 503, 504})
@@ -228,16 +249,17 @@ class PlatformClient:
         params: Mapping[str, Any] | None = None,
         idempotent: bool,
         timeout: float = DEFAULT_TIMEOUT,
-        deadline: float | None = None,
+        deadline: Deadline | None = None,
         max_attempts: int | None = None,
     ) -> dict[str, Any]:
         """Send one call, replaying it per the policy in the module docstring.
 
         ``json`` is encoded compactly (``content`` is sent as is, already JSON). Returns
         the response object (``{}`` for an empty body, ``{"data": v}`` for a non-object).
-        ``deadline`` (``time.monotonic()`` value): no retry wait runs past it and each
-        attempt's timeout is cut to the time left (at least 1 s); the first attempt is
-        always made. Raises an :class:`~prime_runs.errors.APIError` subclass.
+        ``deadline`` (a ``time.monotonic()`` value, or a :class:`Cuttable` read afresh at
+        each attempt): no retry wait runs past it and each attempt's timeout is cut to the
+        time left (at least 1 s); the first attempt is always made. Raises an
+        :class:`~prime_runs.errors.APIError` subclass.
         """
         method = method.upper()
         body = content if content is not None else (None if json is None else encode_json(json))
@@ -249,10 +271,9 @@ class PlatformClient:
         with suppress_instrumentation():
             for attempt in range(attempts):
                 attempt_timeout = timeout
-                if deadline is not None:
-                    attempt_timeout = max(
-                        MIN_ATTEMPT_TIMEOUT, min(timeout, deadline - time.monotonic())
-                    )
+                left = _left(deadline)
+                if left is not None:
+                    attempt_timeout = max(MIN_ATTEMPT_TIMEOUT, min(timeout, left))
                 try:
                     result = self._send(method, path, url, body, headers, params, attempt_timeout)
                     self._announced = False
@@ -263,19 +284,28 @@ class PlatformClient:
                         raise
                     wait = getattr(error, "retry_after", None)
                     wait = backoff(attempt) if wait is None else wait
-                    if deadline is not None and time.monotonic() + wait >= deadline:
+                    left = _left(deadline)
+                    if left is not None and wait >= left:
                         raise
-                    self._announce_retry(error, attempt, attempts, deadline)
+                    self._announce_retry(error, attempt, attempts, left)
                     logger.debug("%s %s failed (%s); retrying in %.1fs", method, path, error, wait)
-                    self._sleep(wait)
+                    if not self._wait(wait, deadline):
+                        raise  # the deadline was cut meanwhile
         raise AssertionError("unreachable")  # pragma: no cover
+
+    def _wait(self, seconds: float, deadline: Deadline | None) -> bool:
+        """Sleep before a retry; False when a cut deadline ended the wait early."""
+        if deadline is None or isinstance(deadline, (int, float)):
+            self._sleep(seconds)
+            return True
+        return deadline.sleep(seconds)
 
     def _announce_retry(
         self,
         error: BaseException,
         attempt: int,
         attempts: int,
-        deadline: float | None,
+        time_left: float | None,
     ) -> None:
         """One warning when a retry sequence starts, so a wait of ~15 s is never silent.
         Quiet (debug only) until a request succeeds again, so an outage is one line."""
@@ -286,8 +316,8 @@ class PlatformClient:
         first = getattr(error, "retry_after", None)
         nominal = [min(BACKOFF_CAP, 2.0**n) for n in range(attempt, attempts - 1)]
         expected = sum(nominal) if first is None else first + sum(nominal[1:])
-        if deadline is not None:
-            expected = max(0.0, min(expected, deadline - time.monotonic()))
+        if time_left is not None:
+            expected = max(0.0, min(expected, time_left))
         logger.warning(
             "prime-runs: %s; retrying up to %d more time%s over about %.0f s before giving up",
             error,  # names the call and the failure; never the key (redacted)

@@ -24,7 +24,7 @@ from ..errors import (
     TransportError,
     ValidationRejectedError,
 )
-from ._http import is_ambiguous
+from ._http import Deadline, is_ambiguous
 
 if TYPE_CHECKING:
     from ._http import PlatformClient
@@ -115,7 +115,7 @@ class SampleWriter:
         self._path = f"/evaluations/{eval_id}/samples"
         self._stored: set[str] = set()  # ids known to be on the platform
 
-    def append(self, rows: Sequence[Row], *, deadline: float | None = None) -> AppendResult:
+    def append(self, rows: Sequence[Row], *, deadline: Deadline | None = None) -> AppendResult:
         """Send ``(sample_id, row JSON bytes)`` rows in as few bodies as fit; see
         :class:`AppendResult`. Raises nothing for platform failures."""
         result = AppendResult()
@@ -136,7 +136,9 @@ class SampleWriter:
                 break
         return result
 
-    def _send_batch(self, batch: list[Row], result: AppendResult, deadline: float | None) -> None:
+    def _send_batch(
+        self, batch: list[Row], result: AppendResult, deadline: Deadline | None
+    ) -> None:
         pending = batch
         last_error: APIError | None = None
         for _ in range(MAX_RESENDS):
@@ -190,7 +192,7 @@ class SampleWriter:
         result._fail([sid for sid, _ in pending], str(last_error), last_error)
         result.transient = True
 
-    def missing(self, ids: Sequence[str], deadline: float | None) -> set[str]:
+    def missing(self, ids: Sequence[str], deadline: Deadline | None) -> set[str]:
         """Which of ``ids`` the platform does not hold, reading pages only as needed."""
         missing = {sid for sid in ids if sid not in self._stored}
         if not missing:
@@ -202,7 +204,7 @@ class SampleWriter:
                 break
         return missing
 
-    def _remote_ids(self, deadline: float | None) -> Iterator[str]:
+    def _remote_ids(self, deadline: Deadline | None) -> Iterator[str]:
         # Every page is read: no source promises the listing's order, so a cached page
         # position could miss rows. Iteration stops early once the batch is accounted for.
         page = 1
