@@ -12,6 +12,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from _support import load_jsonl
+from prime_runs import _lease
 from prime_runs.settings import ENV_VARIABLES
 
 
@@ -53,6 +54,15 @@ def isolated_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
     root = tmp_path / "archive"
     monkeypatch.setenv("PRIME_RUNS_DIR", str(root))
     return root
+
+
+@pytest.fixture(autouse=True)
+def _no_lingering_leases(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A run whose last request went unanswered keeps its segments from sync for
+    ``_lease.GRACE`` (two minutes). On a loaded machine any short deadline can end that way,
+    and a test that syncs in the same process right after would wait for nothing; the
+    lingering itself is tested with producers in processes of their own, which keep it."""
+    monkeypatch.setattr(_lease, "GRACE", 0.0)
 
 
 @pytest.fixture

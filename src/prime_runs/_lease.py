@@ -91,10 +91,11 @@ def _write(fd: int, free_after: float | None) -> None:
     os.pwrite(fd, json.dumps({"pid": os.getpid(), "free_after": free_after}).encode(), 0)
 
 
-def linger(run_dir: Path, segments: list[str], seconds: float = GRACE) -> None:
-    """Keep the leases of ``segments`` for ``seconds`` more, then let sync take them over
-    (or at once if this process exits): a request of theirs may still land."""
-    free_after = time.time() + seconds
+def linger(run_dir: Path, segments: list[str], seconds: float | None = None) -> None:
+    """Keep the leases of ``segments`` for ``seconds`` (default ``GRACE``) more, then let
+    sync take them over (or at once if this process exits): a request of theirs may still
+    land."""
+    free_after = time.time() + (GRACE if seconds is None else seconds)
     for segment in segments:
         key = str(_path(run_dir, segment))
         with _lock:
