@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint e2e bench online-demo clean browser
+.PHONY: demo test test-oldest-otel lint e2e bench online-demo clean browser
 
 # The report's browser tests drive Debian's Chromium (a downloaded browser build cannot be
 # fetched here). Installed once when missing; where it cannot be installed (no root, no apt)
@@ -38,6 +38,22 @@ lint: $(STAMP)
 	$(BIN)/ruff check src tests examples bench e2e
 	$(BIN)/ruff format --check src tests examples bench e2e
 
+# The oldest OpenTelemetry the project declares (opentelemetry-api/-sdk >=1.27 in
+# pyproject.toml), with the instrumentation and distro releases of its day. The tests that
+# need packages only newer releases have (the official OpenAI instrumentation) or the
+# browser run in `make test` on every Python.
+OLDEST_OTEL := opentelemetry-api==1.27.0 opentelemetry-sdk==1.27.0 \
+	opentelemetry-instrumentation==0.48b0 opentelemetry-distro==0.48b0
+OLDEST_VENV := .venv-otel-oldest
+NEEDS_NEWER := tests/test_genai_openai.py tests/test_report_browser.py
+
+test-oldest-otel:
+	$(PYTHON) -m venv $(OLDEST_VENV)
+	$(OLDEST_VENV)/bin/pip install --quiet --upgrade pip
+	$(OLDEST_VENV)/bin/pip install --quiet -e . $(OLDEST_OTEL) 'pytest>=8' 'pytest-timeout>=2.3' \
+	  'pydantic>=2' 'hatchling>=1.18'
+	$(OLDEST_VENV)/bin/python -m pytest $(addprefix --ignore=,$(NEEDS_NEWER))
+
 e2e:
 	PYTHON=$(PYTHON) e2e/run.sh
 
@@ -45,4 +61,4 @@ bench: $(STAMP)
 	$(BIN)/python bench/run.py
 
 clean:
-	rm -rf $(VENV) prime-runs build dist
+	rm -rf $(VENV) $(OLDEST_VENV) prime-runs build dist
