@@ -7,6 +7,7 @@ from __future__ import annotations
 import gc
 import os
 import threading
+from collections.abc import Callable
 
 import prime_runs as pr
 
@@ -23,6 +24,16 @@ def _settled() -> tuple[int, int]:
     return threading.active_count(), _fds()
 
 
+def _assert_a_hundred_cost_what_one_did(once: Callable[[int], None]) -> None:
+    once(-1)  # the process's delivery threads start with the first run or join
+    threads, fds = _settled()
+    for i in range(ROUNDS):
+        once(i)
+    after_threads, after_fds = _settled()
+    assert after_threads <= threads + SLACK, (threads, after_threads)
+    assert after_fds <= fds + SLACK, (fds, after_fds)
+
+
 def test_a_hundred_joins_of_one_run_take_no_more_threads_or_files_than_one(prime_env, episodes):
     owner = pr.init(name="joined", environments=["gsm8k"], model="m", framework="f")
     carrier = owner.context()
@@ -32,14 +43,7 @@ def test_a_hundred_joins_of_one_run_take_no_more_threads_or_files_than_one(prime
         worker.log_episodes({**episodes[0], "id": f"j{i}"})
         worker.finish()
 
-    join_once(-1)  # the process's delivery threads start with the first join
-    threads, fds = _settled()
-    for i in range(ROUNDS):
-        join_once(i)
-    after_threads, after_fds = _settled()
-
-    assert after_threads <= threads + SLACK, (threads, after_threads)
-    assert after_fds <= fds + SLACK, (fds, after_fds)
+    _assert_a_hundred_cost_what_one_did(join_once)
     owner.finish()
     assert len(prime_env.episodes) == ROUNDS + 1
 
@@ -50,14 +54,7 @@ def test_a_hundred_runs_in_one_process_take_no_more_threads_or_files_than_one(pr
         run.log_episodes({**episodes[0], "id": f"r{i}"})
         run.finish()
 
-    run_once(-1)
-    threads, fds = _settled()
-    for i in range(ROUNDS):
-        run_once(i)
-    after_threads, after_fds = _settled()
-
-    assert after_threads <= threads + SLACK, (threads, after_threads)
-    assert after_fds <= fds + SLACK, (fds, after_fds)
+    _assert_a_hundred_cost_what_one_did(run_once)
     assert len(prime_env.evaluations) == ROUNDS + 1
 
 
@@ -67,11 +64,4 @@ def test_a_hundred_offline_runs_close_their_journals(episodes):
         run.log_episodes({**episodes[0], "id": f"o{i}"})
         run.finish()
 
-    run_once(-1)
-    threads, fds = _settled()
-    for i in range(ROUNDS):
-        run_once(i)
-    after_threads, after_fds = _settled()
-
-    assert after_threads <= threads + SLACK, (threads, after_threads)
-    assert after_fds <= fds + SLACK, (fds, after_fds)
+    _assert_a_hundred_cost_what_one_did(run_once)

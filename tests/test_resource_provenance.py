@@ -20,6 +20,20 @@ from prime_runs.cli import main
 from prime_runs.testing import StandInPlatform
 
 
+def _produce(tmp_path: Path, episodes: list[dict[str, Any]], init: str, **env: str) -> None:
+    """Log ``episodes`` into ``pr.init(<init>)`` in a process of its own with ``env`` set (the
+    Resource of a process's first provider is read from its environment once)."""
+    data = tmp_path / "episodes.json"
+    data.write_text(json.dumps(episodes))
+    code = (
+        "import json, prime_runs as pr\n"
+        f"run = pr.init({init})\n"
+        f"run.log_episodes(json.load(open({str(data)!r})))\n"
+        "run.finish(timeout=60)\n"
+    )
+    subprocess.run([sys.executable, "-c", code], env={**os.environ, **env}, check=True, timeout=120)
+
+
 def _contexts(platform: StandInPlatform) -> list[dict[str, Any]]:
     uploads = platform.uploads
     assert uploads, "nothing was uploaded"
@@ -29,21 +43,13 @@ def _contexts(platform: StandInPlatform) -> list[dict[str, Any]]:
 def test_resource_attributes_from_the_environment_reach_every_upload(
     prime_env: StandInPlatform, episodes: list[dict[str, Any]], tmp_path: Path
 ) -> None:
-    data = tmp_path / "episodes.json"
-    data.write_text(json.dumps(episodes))
-    code = (
-        "import json, prime_runs as pr\n"
-        "run = pr.init(name='resource', environments=['gsm8k'], model='m', "
-        "framework='verifiers')\n"
-        f"run.log_episodes(json.load(open({str(data)!r})))\n"
-        "run.finish(timeout=60)\n"
+    _produce(
+        tmp_path,
+        episodes,
+        "name='resource', environments=['gsm8k'], model='m', framework='verifiers'",
+        OTEL_RESOURCE_ATTRIBUTES="deployment.environment=ci,team=evals",
+        OTEL_SERVICE_NAME="gsm8k-evals",
     )
-    env = {
-        **os.environ,
-        "OTEL_RESOURCE_ATTRIBUTES": "deployment.environment=ci,team=evals",
-        "OTEL_SERVICE_NAME": "gsm8k-evals",
-    }
-    subprocess.run([sys.executable, "-c", code], env=env, check=True, timeout=120)
 
     for context in _contexts(prime_env):
         assert context["service.name"] == "gsm8k-evals"
@@ -96,16 +102,12 @@ def test_a_run_without_a_resource_of_its_own_sends_the_plain_context(
 def test_an_offline_runs_resource_is_kept_and_sent_by_sync(
     prime_env: StandInPlatform, tmp_path: Path, episodes: list[dict[str, Any]]
 ) -> None:
-    data = tmp_path / "episodes.json"
-    data.write_text(json.dumps(episodes))
-    code = (
-        "import json, prime_runs as pr\n"
-        "run = pr.init(name='later', environments=['gsm8k'], model='m', mode='offline')\n"
-        f"run.log_episodes(json.load(open({str(data)!r})))\n"
-        "run.finish()\n"
+    _produce(
+        tmp_path,
+        episodes,
+        "name='later', environments=['gsm8k'], model='m', mode='offline'",
+        OTEL_SERVICE_NAME="offline-evals",
     )
-    env = {**os.environ, "OTEL_SERVICE_NAME": "offline-evals"}
-    subprocess.run([sys.executable, "-c", code], env=env, check=True, timeout=120)
 
     assert main(["sync"]) == 0  # this process's own service name is not the run's
 
