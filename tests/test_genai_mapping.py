@@ -107,7 +107,7 @@ def test_content_off_keeps_calls_and_usage_and_says_so(isolated_env: Path) -> No
         "completion_tokens": 2,
         "cached_input_tokens": 3,
     }
-    assert trace["info"]["genai"] == {"semconv": "1.37.0", "content_captured": False}
+    assert trace["info"]["genai"] == {"semconv": "1.44.0", "content_captured": False}
 
 
 def test_older_event_form_and_agents_make_one_trace_per_agent(isolated_env: Path) -> None:

@@ -23,7 +23,7 @@ def _int(attrs: Mapping[str, Any], name: str, problems: list[str]) -> int | None
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        problems.append(f"{name}={value!r} is not a token count; left out")
+        problems.append(f"malformed token count: {name}={value!r} is not a token count; left out")
         return None
     return value
 
@@ -89,8 +89,9 @@ class TraceBuilder:
         self.path.append(len(self.nodes) - 1)
         return len(self.nodes) - 1
 
-    def _messages(self, span: ReadableSpan) -> tuple[list[Message], list[Message], bool]:
-        attrs = span.attributes or {}
+    def _messages(
+        self, attrs: Mapping[str, Any], events: Sequence[Any]
+    ) -> tuple[list[Message], list[Message], bool]:
         problems = self.problems
         inputs: list[Message] = []
         if names.SYSTEM_INSTRUCTIONS in attrs:
@@ -101,13 +102,13 @@ class TraceBuilder:
         outputs: list[Message] = []
         if names.OUTPUT_MESSAGES in attrs:
             outputs = messages.from_attribute(attrs[names.OUTPUT_MESSAGES], "output", problems)
-        old_in, old_out = messages.from_events(span.events, problems)
+        old_in, old_out = messages.from_events(events, problems)
         seen = seen or bool(old_in or old_out)
         return inputs + old_in, outputs + old_out, seen
 
-    def add_call(self, span: ReadableSpan) -> None:
-        attrs = span.attributes or {}
-        inputs, outputs, seen = self._messages(span)
+    def add_call(self, span: ReadableSpan, attrs: Mapping[str, Any], events: Sequence[Any]) -> None:
+        """A model call span; ``attrs``/``events`` are its own with its log records merged."""
+        inputs, outputs, seen = self._messages(attrs, events)
         self.captured = self.captured or seen
         start, end = seconds(span.start_time), seconds(span.end_time)
         if inputs:
@@ -141,13 +142,12 @@ class TraceBuilder:
             call["node"] = self._add(outputs[0], sampled=True, when=end)
         self.calls.append(call)
 
-    def add_tool(self, span: ReadableSpan) -> None:
+    def add_tool(self, span: ReadableSpan, attrs: Mapping[str, Any]) -> None:
         """An ``execute_tool`` span: its result becomes a tool message when it was captured."""
-        attrs = span.attributes or {}
-        if names.TOOL_RESULT not in attrs:
+        key = next((k for k in names.TOOL_RESULTS if k in attrs), None)
+        if key is None:
             return
-        result = attrs[names.TOOL_RESULT]
-        message: Message = {"role": "tool", "content": messages.text(result)}
+        message: Message = {"role": "tool", "content": messages.text(attrs[key])}
         message["tool_call_id"] = attrs.get(names.TOOL_CALL_ID)
         if isinstance(attrs.get(names.TOOL_NAME), str):
             message["name"] = attrs[names.TOOL_NAME]
