@@ -96,7 +96,11 @@ def configure_exporter(
             trace.set_tracer_provider(tracer_provider)
     provider = _sdk_provider(tracer_provider)
     check_provider(provider)
-    return _add_processor(provider, settings)
+    processor = _add_processor(provider, settings)
+    from .genai_logs import attach  # the logs SDK loads only for programs that attach
+
+    attach()  # GenAI content sent as log records reaches its episode (docs/genai.md)
+    return processor
 
 
 def _record_tracer(provider: TracerProvider, tracer: trace.Tracer) -> trace.Tracer | None:

@@ -210,10 +210,27 @@ def _event_body(event: Any, problems: list[str]) -> Any:
     return None if too_deep(body) else body
 
 
-def from_events(events: Sequence[Any], problems: list[str]) -> tuple[list[Message], list[Message]]:
-    """Input and output messages sent as span events or log records (older conventions)."""
+def _has_content(body: Mapping[str, Any]) -> bool:
+    """Whether an event body was captured with content: with capture off, instrumentations
+    send the role, and tool calls without their arguments."""
+    calls = body.get("tool_calls")
+    if "content" in body:
+        return True
+    return _is_list(calls) and any(
+        isinstance(c, Mapping) and ("arguments" in c or "arguments" in (c.get("function") or {}))
+        for c in calls
+    )
+
+
+def from_events(
+    events: Sequence[Any], problems: list[str]
+) -> tuple[list[Message], list[Message], str | None]:
+    """Input and output messages sent as span events or log records (older conventions),
+    and the first choice's finish reason. Events sent with content capture off carry no
+    message (only a role, or a finish reason): they add no node."""
     inputs: list[Message] = []
     outputs: list[Message] = []
+    reason = None
     for event in events:
         role = names.MESSAGE_EVENTS.get(event.name)
         if role is None and event.name != names.CHOICE_EVENT:
@@ -222,17 +239,18 @@ def from_events(events: Sequence[Any], problems: list[str]) -> tuple[list[Messag
         if not isinstance(body, Mapping):
             continue
         if role is not None:
-            inputs.append(from_body(str(body.get("role") or role), body))
+            if _has_content(body):
+                inputs.append(from_body(str(body.get("role") or role), body))
             continue
+        if reason is None and isinstance(body.get("finish_reason"), str):
+            reason = body["finish_reason"]
         inner = body.get("message")
         if isinstance(inner, str):
             inner = parse(inner, "gen_ai.choice message", problems)
         inner = inner if isinstance(inner, Mapping) else {}
-        choice = from_body(str(inner.get("role") or "assistant"), inner)
-        if body.get("finish_reason") is not None:
-            choice["finish_reason"] = body.get("finish_reason")
-        outputs.append(choice)
-    return inputs, outputs
+        if _has_content(inner):
+            outputs.append(from_body(str(inner.get("role") or "assistant"), inner))
+    return inputs, outputs, reason
 
 
 def _canonical(content: object) -> object:

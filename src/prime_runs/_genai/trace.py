@@ -91,7 +91,7 @@ class TraceBuilder:
 
     def _messages(
         self, attrs: Mapping[str, Any], events: Sequence[Any]
-    ) -> tuple[list[Message], list[Message], bool]:
+    ) -> tuple[list[Message], list[Message], bool, str | None]:
         problems = self.problems
         inputs: list[Message] = []
         if names.SYSTEM_INSTRUCTIONS in attrs:
@@ -102,13 +102,13 @@ class TraceBuilder:
         outputs: list[Message] = []
         if names.OUTPUT_MESSAGES in attrs:
             outputs = messages.from_attribute(attrs[names.OUTPUT_MESSAGES], "output", problems)
-        old_in, old_out = messages.from_events(events, problems)
+        old_in, old_out, reason = messages.from_events(events, problems)
         seen = seen or bool(old_in or old_out)
-        return inputs + old_in, outputs + old_out, seen
+        return inputs + old_in, outputs + old_out, seen, reason
 
     def add_call(self, span: ReadableSpan, attrs: Mapping[str, Any], events: Sequence[Any]) -> None:
         """A model call span; ``attrs``/``events`` are its own with its log records merged."""
-        inputs, outputs, seen = self._messages(attrs, events)
+        inputs, outputs, seen, event_reason = self._messages(attrs, events)
         self.captured = self.captured or seen
         start, end = seconds(span.start_time), seconds(span.end_time)
         if inputs:
@@ -138,6 +138,8 @@ class TraceBuilder:
         reasons = [m.pop("finish_reason", None) for m in inputs + outputs]
         if "finish_reason" not in call and outputs and isinstance(reasons[len(inputs)], str):
             call["finish_reason"] = reasons[len(inputs)]  # streams often only carry it here
+        elif "finish_reason" not in call and event_reason is not None:
+            call["finish_reason"] = event_reason
         if outputs:  # the first choice continues the conversation
             call["node"] = self._add(outputs[0], sampled=True, when=end)
         self.calls.append(call)
