@@ -21,7 +21,7 @@ from opentelemetry.sdk.trace import ReadableSpan, Span
 from .._encode import encode
 from ..errors import PrimeRunsError
 from ..semconv import EPISODE_SPAN, RECORD, RECORD_KIND, RECORD_REF
-from . import names
+from . import names, openinference
 from .episode import build
 from .logs import LogEvent
 from .reporting import RunReports
@@ -238,6 +238,8 @@ def _is_root(span: Span, parent_is_run: bool) -> bool:
     if span.name == EPISODE_SPAN:
         return True
     operation = attrs.get(names.OPERATION)
+    if operation is None:  # OpenInference names the kind of span instead
+        return parent_is_run and openinference.kind(attrs) in openinference.ROOT_KINDS
     return parent_is_run and operation in names.ROOT_OPERATIONS
 
 

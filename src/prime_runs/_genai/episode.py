@@ -8,7 +8,7 @@ from typing import Any
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.trace import StatusCode
 
-from . import messages, names
+from . import messages, names, openinference
 from .logs import LogEvent, merged
 from .trace import TraceBuilder, error_of, seconds
 
@@ -121,6 +121,7 @@ def build(
     root_agent = _agent_of(root, by_id) or DEFAULT_AGENT
     for span in ordered:
         attrs, events = merged(span, logs.get(span.context.span_id, ()), problems)
+        attrs = openinference.as_genai(attrs)
         operation = attrs.get(names.OPERATION)
         agent = _agent_of(span, by_id) or root_agent
         if operation in names.ROOT_OPERATIONS or operation == names.TOOL_OPERATION:
