@@ -229,3 +229,66 @@ def test_record_score_rejects_bad_input_with_a_typed_error() -> None:
         pr.record_score("x", float("nan"))
     with pytest.raises(pr.RecordError, match="no recording span"):
         pr.record_score("x", 1.0)  # no span is current here
+
+
+def test_a_workflow_directly_under_the_run_is_one_episode(isolated_env: Path) -> None:
+    tracer_provider = provider()
+    tracer = tracer_provider.get_tracer("agent")
+    workflow = {"gen_ai.operation.name": "invoke_workflow"}
+    with tracer.start_as_current_span("run", attributes=RUN_ATTRS):
+        with tracer.start_as_current_span("invoke_workflow plan", attributes=workflow):
+            for agent in ("planner", "coder"):
+                invoke = {
+                    "gen_ai.operation.name": "invoke_agent",
+                    "gen_ai.agent.name": agent,
+                    "gen_ai.agent.id": f"id-{agent}",
+                }
+                with tracer.start_as_current_span(f"invoke_agent {agent}", attributes=invoke):
+                    said = [text("assistant", "ok")]
+                    attrs = chat_attrs("m", [text("user", agent)], said, (1, 1))
+                    attrs["gen_ai.provider.name"] = "openai"
+                    with tracer.start_as_current_span("chat m", attributes=attrs):
+                        pass
+    tracer_provider.force_flush()
+    (record,) = episodes(isolated_env)
+    by_agent = {trace["agent"]["name"]: trace for trace in record["traces"]}
+    assert set(by_agent) == {"planner", "coder"}  # no trace for the workflow itself
+    for agent, trace in by_agent.items():
+        assert trace["info"]["genai"]["agent_ids"] == [f"id-{agent}"]
+        assert trace["info"]["genai"]["providers"] == ["openai"]
+        assert trace["agent"]["config"] == {"model": "m"}
+
+
+def test_openinference_spans_directly_under_the_run_and_unmapped_kinds(
+    isolated_env: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    tracer_provider = provider()
+    tracer = tracer_provider.get_tracer("agent")
+    llm = {
+        "openinference.span.kind": "LLM",
+        "llm.model_name": "oi-model",
+        "llm.token_count.prompt": 9,
+        "llm.token_count.completion": 2,
+        "llm.input_messages.0.message.role": "user",
+        "llm.input_messages.0.message.content": "hi",
+        "llm.output_messages.0.message.role": "assistant",
+        "llm.output_messages.0.message.content": "hello",
+    }
+    with tracer.start_as_current_span("run", attributes=RUN_ATTRS):
+        with tracer.start_as_current_span("ChatCompletion", attributes=llm):
+            pass
+        with tracer.start_as_current_span("episode"):  # only kinds with no model call
+            retriever = {"openinference.span.kind": "RETRIEVER"}
+            with tracer.start_as_current_span("retrieve", attributes=retriever):
+                pass
+    tracer_provider.force_flush()
+    found = {len(record["traces"][0]["calls"]): record for record in episodes(isolated_env)}
+    (trace,) = found[1]["traces"]
+    assert [node["message"] for node in trace["nodes"]] == [
+        {"role": "user", "content": "hi"},
+        {"role": "assistant", "content": "hello"},
+    ]
+    assert trace["calls"][0]["model"] == "oi-model"
+    assert trace["calls"][0]["usage"] == {"prompt_tokens": 9, "completion_tokens": 2}
+    assert found[0]["traces"][0]["nodes"] == []  # recorded, and said why it is empty
+    assert "nothing mapped: spans of openinference.span.kind=RETRIEVER" in caplog.text

@@ -157,6 +157,9 @@ def test_instrumented_client_with_content_on(
     assert [node["sampled"] for node in trace["nodes"]] == [False, False, True, False, True]
     assert [call["node"] for call in trace["calls"]] == [2, 4]
     assert trace["info"]["genai"]["content_captured"] is True
+    assert trace["info"]["genai"]["response_ids"] == ["cmpl-1", "cmpl-2"]
+    assert trace["info"]["genai"]["providers"] == ["openai"]
+    assert trace["agent"]["config"] == {"model": MODEL}
     _evaluation_is_complete(prime_env, run_id)
     (row,) = prime_env.samples(run_id)
     assert row["reward"] == 1.0

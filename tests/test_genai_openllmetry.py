@@ -35,4 +35,6 @@ def test_openllmetry_streamed_tool_call_stays_on_the_answer_path(
         {"prompt_tokens": u["prompt_tokens"], "completion_tokens": u["completion_tokens"]}
         for u in (TOOL_USAGE, ANSWER_USAGE)
     ]
+    # OpenLLMetry says "tool_call" (the conventions' word); records say "tool_calls".
+    assert [c["finish_reason"] for c in doc["calls"]] == ["tool_calls", "stop"]
     assert doc["rewards"]["correct"]["score"] == 1.0

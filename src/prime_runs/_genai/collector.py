@@ -240,7 +240,8 @@ def _is_root(span: Span, parent_is_run: bool) -> bool:
     operation = attrs.get(names.OPERATION)
     if operation is None:  # OpenInference names the kind of span instead
         return parent_is_run and openinference.kind(attrs) in openinference.ROOT_KINDS
-    return parent_is_run and operation in names.ROOT_OPERATIONS
+    roots = names.ROOT_OPERATIONS
+    return parent_is_run and (operation in roots or operation == names.WORKFLOW_OPERATION)
 
 
 def _is_own_record(span: ReadableSpan) -> bool:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from opentelemetry.sdk.trace import ReadableSpan
@@ -101,7 +102,54 @@ def _trace(agent: str, builder: TraceBuilder, spans: Sequence[ReadableSpan]) -> 
         "errors": errors,
         "info": {"genai": {"semconv": names.SEMCONV_VERSION, "content_captured": builder.captured}},
     }
+    trace["info"]["genai"].update({k: v for k, v in builder.seen.items() if v})
+    models = [call["model"] for call in builder.calls if "model" in call]
+    if models:  # what the sample table shows as the model
+        trace["agent"]["config"] = {"model": models[0]}
     return trace
+
+
+@dataclass
+class _Walk:
+    """What the spans of one episode hold, per agent (``""``: the episode span itself)."""
+
+    builders: dict[str, TraceBuilder] = field(default_factory=dict)
+    members: dict[str, list[ReadableSpan]] = field(default_factory=dict)
+    rewards: dict[str, dict[str, dict[str, Any]]] = field(default_factory=dict)
+    unmapped: set[str] = field(default_factory=set)  # conventions seen but not read
+
+
+def _walk(
+    root: ReadableSpan,
+    spans: Sequence[ReadableSpan],
+    logs: Mapping[int, Sequence[LogEvent]],
+    root_agent: str,
+    problems: list[str],
+) -> _Walk:
+    by_id = {s.context.span_id: s for s in spans if s.context is not None}
+    walk = _Walk()
+    for span in sorted([*spans, root], key=lambda s: s.start_time or 0):
+        attrs, events = merged(span, logs.get(span.context.span_id, ()), problems)
+        attrs = openinference.as_genai(attrs)
+        operation = attrs.get(names.OPERATION)
+        agent = _agent_of(span, by_id) or root_agent
+        if operation in names.ROOT_OPERATIONS or operation == names.TOOL_OPERATION:
+            builder = walk.builders.setdefault(agent, TraceBuilder())
+            walk.members.setdefault(agent, []).append(span)
+            if operation in names.CALL_OPERATIONS:
+                builder.add_call(span, attrs, events)
+            elif operation == names.TOOL_OPERATION:
+                builder.add_tool(span, attrs)
+            else:
+                builder.note(attrs)  # an agent span: its id
+        elif isinstance(operation, str) and operation != names.WORKFLOW_OPERATION:
+            walk.unmapped.add(f"{names.OPERATION}={operation}")
+        elif openinference.kind(attrs) is not None and operation is None:
+            walk.unmapped.add(f"{openinference.SPAN_KIND}={openinference.kind(attrs)}")
+        found = rewards_of(events, problems)
+        if found:
+            walk.rewards.setdefault("" if span is root else agent, {}).update(found)
+    return walk
 
 
 def build(
@@ -112,28 +160,14 @@ def build(
     """The episode record for ``root`` and the spans that ended under it (any order), with
     the log records emitted in those spans (by span id)."""
     problems: list[str] = []
-    logs = logs or {}
-    by_id = {s.context.span_id: s for s in spans if s.context is not None}
-    ordered = sorted([*spans, root], key=lambda s: s.start_time or 0)
-    builders: dict[str, TraceBuilder] = {}
-    members: dict[str, list[ReadableSpan]] = {}
-    rewards: dict[str, dict[str, dict[str, Any]]] = {}
-    root_agent = _agent_of(root, by_id) or DEFAULT_AGENT
-    for span in ordered:
-        attrs, events = merged(span, logs.get(span.context.span_id, ()), problems)
-        attrs = openinference.as_genai(attrs)
-        operation = attrs.get(names.OPERATION)
-        agent = _agent_of(span, by_id) or root_agent
-        if operation in names.ROOT_OPERATIONS or operation == names.TOOL_OPERATION:
-            builder = builders.setdefault(agent, TraceBuilder())
-            members.setdefault(agent, []).append(span)
-            if operation in names.CALL_OPERATIONS:
-                builder.add_call(span, attrs, events)
-            elif operation == names.TOOL_OPERATION:
-                builder.add_tool(span, attrs)
-        found = rewards_of(events, problems)
-        if found:
-            rewards.setdefault("" if span is root else agent, {}).update(found)
+    root_agent = _agent_of(root, {}) or DEFAULT_AGENT
+    walk = _walk(root, spans, logs or {}, root_agent, problems)
+    builders, members, rewards = walk.builders, walk.members, walk.rewards
+    if not any(builder.calls for builder in builders.values()) and walk.unmapped:
+        problems.append(
+            "nothing mapped: spans of " + ", ".join(sorted(walk.unmapped)) + " were under it, "
+            "and none a model call the mapping reads"
+        )
     if not builders:  # an episode span with no GenAI work under it: one empty trace
         builders[root_agent] = TraceBuilder()
         members[root_agent] = [root]

@@ -13,6 +13,9 @@ AGENT_OPERATIONS = frozenset({"invoke_agent", "create_agent"})
 CALL_OPERATIONS = frozenset({"chat", "text_completion", "generate_content"})
 TOOL_OPERATION = "execute_tool"
 ROOT_OPERATIONS = frozenset({"invoke_agent"}) | CALL_OPERATIONS
+WORKFLOW_OPERATION = "invoke_workflow"  # an episode root too, but no agent's trace
+# The conventions' finish reason where verifiers' records name it otherwise.
+FINISH_REASON_ALIASES = {"tool_call": "tool_calls"}
 
 AGENT_NAME = "gen_ai.agent.name"
 AGENT_ID = "gen_ai.agent.id"

@@ -66,6 +66,7 @@ class TraceBuilder:
         self.path: list[int] = []  # node indexes of the conversation so far
         self.captured = False
         self.problems: list[str] = []
+        self.seen: dict[str, list[str]] = {}  # providers, response ids, agent ids (trace info)
 
     def _extend(self, wanted: Sequence[Message], when: float | None) -> None:
         """Make ``path`` equal ``wanted``: reuse the common prefix, branch after it."""
@@ -117,6 +118,7 @@ class TraceBuilder:
         model = attrs.get(names.RESPONSE_MODEL, attrs.get(names.REQUEST_MODEL))
         if isinstance(model, str):
             call["model"] = model
+        self.note(attrs)
         reasons = attrs.get(names.FINISH_REASONS)
         if isinstance(reasons, Sequence) and not isinstance(reasons, str) and reasons:
             call["finish_reason"] = str(reasons[0])
@@ -140,9 +142,23 @@ class TraceBuilder:
             call["finish_reason"] = reasons[len(inputs)]  # streams often only carry it here
         elif "finish_reason" not in call and event_reason is not None:
             call["finish_reason"] = event_reason
+        if call.get("finish_reason") in names.FINISH_REASON_ALIASES:
+            call["finish_reason"] = names.FINISH_REASON_ALIASES[call["finish_reason"]]
         if outputs:  # the first choice continues the conversation
             call["node"] = self._add(outputs[0], sampled=True, when=end)
         self.calls.append(call)
+
+    def note(self, attrs: Mapping[str, Any]) -> None:
+        """Identifiers the record has no field for, kept in ``info.genai``."""
+        for key, names_ in (
+            ("providers", (names.PROVIDER, names.SYSTEM)),
+            ("response_ids", (names.RESPONSE_ID,)),
+            ("agent_ids", (names.AGENT_ID,)),
+        ):
+            value = next((attrs[n] for n in names_ if isinstance(attrs.get(n), str)), None)
+            found = self.seen.setdefault(key, [])
+            if value is not None and (key == "response_ids" or value not in found):
+                found.append(value)
 
     def add_tool(self, span: ReadableSpan, attrs: Mapping[str, Any]) -> None:
         """An ``execute_tool`` span: its result becomes a tool message when it was captured."""
