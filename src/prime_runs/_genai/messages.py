@@ -33,7 +33,7 @@ def too_deep(value: object, limit: int = MAX_DEPTH) -> bool:
         item, depth = stack.pop()
         if depth > limit:
             return True
-        if isinstance(item, Mapping):
+        if isinstance(item, dict):  # JSON and log-record values: concrete types only
             stack.extend((child, depth + 1) for child in item.values())
         elif isinstance(item, (list, tuple)):
             stack.extend((child, depth + 1) for child in item)
@@ -54,7 +54,8 @@ def parse(value: object, what: str, problems: list[str]) -> Any:
     except ValueError as exc:
         problems.append(f"invalid JSON in {what}: {what} is not valid JSON ({exc})")
         return None
-    if too_deep(data):
+    # No walk when the text has too few brackets to nest that deep (the common case).
+    if value.count("[") + value.count("{") > MAX_DEPTH and too_deep(data):
         problems.append(f"too deeply nested {what}: nests over {MAX_DEPTH} levels; left out")
         return None
     return data
@@ -266,9 +267,9 @@ def _canonical(content: object) -> object:
     return content
 
 
-def key(message: Message) -> str:
-    """What makes two messages the same node when a later call resends the history."""
-    calls = [call.get("id") for call in message.get("tool_calls") or ()]
+def key(message: Message) -> tuple[Any, ...]:
+    """What makes two messages the same node when a later call resends the history
+    (compared for equality only)."""
+    calls = tuple(call.get("id") for call in message.get("tool_calls") or ())
     content = _canonical(message.get("content"))
-    parts = [message.get("role"), content, message.get("tool_call_id"), calls]
-    return json.dumps(parts, default=str)
+    return (message.get("role"), content, message.get("tool_call_id"), calls)

@@ -64,6 +64,7 @@ class TraceBuilder:
         self.nodes: list[dict[str, Any]] = []
         self.calls: list[dict[str, Any]] = []
         self.path: list[int] = []  # node indexes of the conversation so far
+        self._keys: list[tuple[Any, ...]] = []  # messages.key of each node, computed once
         self.captured = False
         self.problems: list[str] = []
         self.seen: dict[str, list[str]] = {}  # providers, response ids, agent ids (trace info)
@@ -72,10 +73,7 @@ class TraceBuilder:
         """Make ``path`` equal ``wanted``: reuse the common prefix, branch after it."""
         keys = [messages.key(m) for m in wanted]
         same = 0
-        while (
-            same < min(len(keys), len(self.path))
-            and messages.key(self.nodes[self.path[same]]["message"]) == keys[same]
-        ):
+        while same < min(len(keys), len(self.path)) and self._keys[self.path[same]] == keys[same]:
             same += 1
         del self.path[same:]
         for message in wanted[same:]:
@@ -87,6 +85,7 @@ class TraceBuilder:
         if when is not None:
             node["timestamp"] = when
         self.nodes.append(node)
+        self._keys.append(messages.key(message))
         self.path.append(len(self.nodes) - 1)
         return len(self.nodes) - 1
 
