@@ -18,6 +18,7 @@ from _genai_support import (
     archive,
     chat_attrs,
     episodes,
+    path,
     provider,
     text,
     tool_call,
@@ -292,3 +293,71 @@ def test_openinference_spans_directly_under_the_run_and_unmapped_kinds(
     assert trace["calls"][0]["usage"] == {"prompt_tokens": 9, "completion_tokens": 2}
     assert found[0]["traces"][0]["nodes"] == []  # recorded, and said why it is empty
     assert "nothing mapped: spans of openinference.span.kind=RETRIEVER" in caplog.text
+
+
+def test_parts_the_conventions_define_are_carried_or_reported(
+    isolated_env: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    tracer_provider = provider()
+    tracer = tracer_provider.get_tracer("agent")
+    calls = {
+        "role": "assistant",
+        "parts": [
+            {"type": "reasoning", "content": "two tools"},
+            {"type": "text", "content": ""},  # beside tool calls: the same as no text
+            {"type": "tool_call", "id": "a", "name": "add", "arguments": {"a": 1}},
+            {"type": "tool_call", "id": "b", "name": "mul", "arguments": {"b": 2}},
+        ],
+    }
+    results = {
+        "role": "user",  # pydantic-ai sends tool returns, and a retry prompt, as the user
+        "parts": [
+            {"type": "tool_call_response", "id": "a", "name": "add", "result": {"x": 1}},
+            {"type": "tool_call_response", "id": "b", "tool_response": "2"},
+            {"type": "text", "content": "Please"},
+            {"type": "text", "content": "go on."},
+            {"type": "blob", "modality": "image", "content": "aGk="},
+        ],
+    }
+    question = text("user", "Do both.")
+    with tracer.start_as_current_span("run", attributes=RUN_ATTRS):
+        with tracer.start_as_current_span("episode"):
+            with tracer.start_as_current_span(
+                "chat", attributes=chat_attrs("m", [question], [calls], (1, 1))
+            ):
+                pass
+            tool = {
+                "gen_ai.operation.name": "execute_tool",
+                "gen_ai.tool.call.id": "a",
+                "gen_ai.tool.name": "add",
+                "tool_response": '{"x":1}',  # pydantic-ai's format version 2
+            }
+            with tracer.start_as_current_span("running tool", attributes=tool):
+                pass
+            answer = [text("assistant", "Done.")]
+            history = [question, calls, results]
+            with tracer.start_as_current_span(
+                "chat", attributes=chat_attrs("m", history, answer, (1, 1))
+            ):
+                pass
+    tracer_provider.force_flush()
+    (record,) = episodes(isolated_env)
+    (trace,) = record["traces"]
+    assert len(trace["nodes"]) == 6  # the execute_tool result and the resent one are one node
+    conversation = path(trace, trace["calls"][-1]["node"])
+    assert conversation[1] == {
+        "role": "assistant",
+        "content": None,
+        "reasoning_content": "two tools",
+        "tool_calls": [
+            {"id": "a", "type": "function", "name": "add", "arguments": '{"a": 1}'},
+            {"id": "b", "type": "function", "name": "mul", "arguments": '{"b": 2}'},
+        ],
+    }
+    assert conversation[2] == {
+        "role": "tool", "content": '{"x":1}', "tool_call_id": "a", "name": "add"
+    }  # fmt: skip
+    assert conversation[3] == {"role": "tool", "content": "2", "tool_call_id": "b"}
+    assert conversation[4] == {"role": "user", "content": "Please\ngo on."}
+    assert conversation[5] == {"role": "assistant", "content": "Done."}
+    assert "a blob part is left out" in caplog.text
