@@ -96,11 +96,7 @@ def configure_exporter(
             trace.set_tracer_provider(tracer_provider)
     provider = _sdk_provider(tracer_provider)
     check_provider(provider)
-    processor = _add_processor(provider, settings)
-    from .genai_logs import attach  # the logs SDK loads only for programs that attach
-
-    attach()  # GenAI content sent as log records reaches its episode (docs/genai.md)
-    return processor
+    return _add_processor(provider, settings)
 
 
 def _record_tracer(provider: TracerProvider, tracer: trace.Tracer) -> trace.Tracer | None:
@@ -117,6 +113,9 @@ def _add_processor(provider: TracerProvider, settings: dict[str, Any]) -> RunPro
             provider.add_span_processor(processor)
             _processors[provider] = processor
     _exit.register_exit_hook()
+    from .genai_logs import attach  # the logs SDK loads only here, not at import
+
+    attach()  # GenAI content sent as log records reaches its episode (docs/genai.md)
     return processor
 
 
