@@ -138,3 +138,21 @@ def test_a_span_of_another_trace_is_never_adopted(isolated_env: Path) -> None:
     (record,) = episodes(isolated_env)
     assert record["id"].startswith(f"ep_{own.trace_id:032x}")
     assert record["traces"][0]["calls"] == []
+
+
+def test_spans_over_the_per_episode_limit_are_left_out_and_reported(
+    isolated_env: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(collector, "MAX_SPANS", 2)
+    tracer_provider = provider()
+    tracer = tracer_provider.get_tracer("agent")
+    with tracer.start_as_current_span("run", attributes=RUN_ATTRS):
+        with tracer.start_as_current_span("episode"):
+            for n in range(3):
+                attrs = chat_attrs("m", [text("user", f"q{n}")], [text("assistant", "a")], (1, 1))
+                with tracer.start_as_current_span("chat", attributes=attrs):
+                    pass
+    tracer_provider.force_flush()
+    (record,) = episodes(isolated_env)
+    assert len(record["traces"][0]["calls"]) == 2
+    assert "over the span limit: 1 spans over 2 were left out" in caplog.text

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from opentelemetry import trace as otel_trace
 from opentelemetry._logs import LogRecord
 from opentelemetry.sdk._logs import LoggerProvider
@@ -16,6 +17,7 @@ from opentelemetry.sdk.trace import TracerProvider
 import prime_runs as pr
 from _genai_support import RUN_ATTRS, archive, episodes
 from prime_runs import genai_logs
+from prime_runs._genai import collector
 
 
 def test_log_records_of_a_span_reach_its_episode_even_after_the_span_ended(
@@ -50,3 +52,26 @@ def test_log_records_of_a_span_reach_its_episode_even_after_the_span_ended(
     assert trace["calls"][0]["finish_reason"] == "stop"
     assert trace["rewards"] == {"correct": {"score": 0.5, "weight": 1.0}}
     assert archive(isolated_env).status()["summary"]["avg_reward"] == 0.5
+
+
+def test_log_records_over_the_limit_are_left_out_and_reported(
+    isolated_env: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(collector, "MAX_LOGS", 2)
+    tracer_provider = TracerProvider()
+    pr.configure_exporter(tracer_provider, mode="offline")
+    logger_provider = LoggerProvider()
+    genai_logs.attach(logger_provider)
+    log = logger_provider.get_logger("agent")
+    tracer = tracer_provider.get_tracer("agent")
+    with tracer.start_as_current_span("run", attributes=RUN_ATTRS):
+        with tracer.start_as_current_span("episode"):
+            chat = {"gen_ai.operation.name": "chat", "gen_ai.request.model": "m"}
+            with tracer.start_as_current_span("chat m", attributes=chat):
+                for word in ("one", "two", "three"):
+                    log.emit(LogRecord(event_name="gen_ai.user.message", body={"content": word}))
+    tracer_provider.force_flush()
+    (record,) = episodes(isolated_env)
+    contents = [node["message"]["content"] for node in record["traces"][0]["nodes"]]
+    assert contents == ["one", "two"]
+    assert "over the log limit: 1 log records over 2 were left out" in caplog.text

@@ -49,6 +49,7 @@ class _Episode:
     open: set[int] = field(default_factory=set)
     ended: set[int] = field(default_factory=set)  # span ids in ``spans``
     logs: dict[int, list[LogEvent]] = field(default_factory=dict)  # by span id
+    kept_logs: int = 0
     dropped: int = 0
     dropped_logs: int = 0
     late: bool = False  # its run ended first
@@ -101,10 +102,11 @@ class GenAICollector:
             episode = self._episodes.get(root) if root is not None else None
             if episode is None or episode.root.context.trace_id != trace_id:
                 return False
-            if sum(len(found) for found in episode.logs.values()) >= MAX_LOGS:
+            if episode.kept_logs >= MAX_LOGS:
                 episode.dropped_logs += 1
             else:
                 episode.logs.setdefault(span_id, []).append(event)
+                episode.kept_logs += 1
             return True
 
     def on_end(self, span: ReadableSpan) -> bool:
@@ -151,7 +153,9 @@ class GenAICollector:
         for sid in (root, *episode.open, *episode.ended):
             self._root_of.pop(sid, None)
 
-    def _problems(self, episode: _Episode) -> list[str]:
+    @staticmethod
+    def _problems(episode: _Episode) -> list[str]:
+        """What the limits and the run's end left out of ``episode``."""
         problems = []
         if episode.late:
             problems.append(
