@@ -94,6 +94,7 @@ def test_content_off_keeps_calls_and_usage_and_says_so(isolated_env: Path) -> No
         "gen_ai.usage.input_tokens": 7,
         "gen_ai.usage.output_tokens": 2,
         "gen_ai.usage.cache_read.input_tokens": 3,
+        "gen_ai.usage.cache_write.input_tokens": 2,
     }
     with tracer.start_as_current_span("run", attributes=RUN_ATTRS):
         with tracer.start_as_current_span("chat m-2", attributes=attrs):  # a root-level chat
@@ -108,7 +109,11 @@ def test_content_off_keeps_calls_and_usage_and_says_so(isolated_env: Path) -> No
         "completion_tokens": 2,
         "cached_input_tokens": 3,
     }
-    assert trace["info"]["genai"] == {"semconv": "1.44.0", "content_captured": False}
+    assert trace["info"]["genai"] == {
+        "semconv": "1.44.0",
+        "content_captured": False,
+        "cache_write_input_tokens": 2,
+    }
 
 
 def test_older_event_form_and_agents_make_one_trace_per_agent(isolated_env: Path) -> None:

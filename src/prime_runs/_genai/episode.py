@@ -103,6 +103,8 @@ def _trace(agent: str, builder: TraceBuilder, spans: Sequence[ReadableSpan]) -> 
         "info": {"genai": {"semconv": names.SEMCONV_VERSION, "content_captured": builder.captured}},
     }
     trace["info"]["genai"].update({k: v for k, v in builder.seen.items() if v})
+    if builder.cache_writes:
+        trace["info"]["genai"]["cache_write_input_tokens"] = builder.cache_writes
     models = [call["model"] for call in builder.calls if "model" in call]
     if models:  # what the sample table shows as the model
         trace["agent"]["config"] = {"model": models[0]}

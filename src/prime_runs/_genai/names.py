@@ -31,6 +31,12 @@ OLD_INPUT_TOKENS = "gen_ai.usage.prompt_tokens"
 OLD_OUTPUT_TOKENS = "gen_ai.usage.completion_tokens"
 CACHED_TOKENS = "gen_ai.usage.cache_read.input_tokens"
 REASONING_TOKENS = "gen_ai.usage.reasoning.output_tokens"
+# Cache writes: the record's usage has no field; their sum goes to info.genai. The
+# conventions renamed cache_creation to cache_write after 1.44; both are read.
+CACHE_WRITE_TOKENS = (
+    "gen_ai.usage.cache_write.input_tokens",
+    "gen_ai.usage.cache_creation.input_tokens",
+)
 ERROR_TYPE = "error.type"
 SERVER_ADDRESS = "server.address"
 

@@ -68,6 +68,7 @@ class TraceBuilder:
         self.captured = False
         self.problems: list[str] = []
         self.seen: dict[str, list[str]] = {}  # providers, response ids, agent ids (trace info)
+        self.cache_writes = 0  # input tokens written to a prompt cache, over all calls
 
     def _extend(self, wanted: Sequence[Message], when: float | None) -> None:
         """Make ``path`` equal ``wanted``: reuse the common prefix, branch after it."""
@@ -124,6 +125,11 @@ class TraceBuilder:
         call_usage = usage(attrs, self.problems)
         if call_usage is not None:
             call["usage"] = call_usage
+        for name in names.CACHE_WRITE_TOKENS:
+            written = _int(attrs, name, self.problems)
+            if written is not None:
+                self.cache_writes += written
+                break
         sampling = {
             k: attrs[names.SAMPLING_PREFIX + k]
             for k in names.SAMPLING_KEYS
