@@ -276,7 +276,10 @@ def test_openinference_spans_directly_under_the_run_and_unmapped_kinds(
         "llm.token_count.prompt": 9,
         "llm.token_count.completion": 2,
         "llm.input_messages.0.message.role": "user",
-        "llm.input_messages.0.message.content": "hi",
+        "llm.input_messages.0.message.contents.0.message_content.type": "text",
+        "llm.input_messages.0.message.contents.0.message_content.text": "hi",
+        "llm.input_messages.0.message.contents.1.message_content.type": "image",
+        "llm.input_messages.0.message.contents.1.message_content.image.image.url": "u",
         "llm.output_messages.0.message.role": "assistant",
         "llm.output_messages.0.message.content": "hello",
     }
@@ -298,6 +301,7 @@ def test_openinference_spans_directly_under_the_run_and_unmapped_kinds(
     assert trace["calls"][0]["usage"] == {"prompt_tokens": 9, "completion_tokens": 2}
     assert found[0]["traces"][0]["nodes"] == []  # recorded, and said why it is empty
     assert "nothing mapped: spans of openinference.span.kind=RETRIEVER" in caplog.text
+    assert "a uri part is left out" in caplog.text
 
 
 def test_parts_the_conventions_define_are_carried_or_reported(

@@ -51,6 +51,22 @@ def _tool_calls(attrs: Mapping[str, Any], prefix: str) -> list[dict[str, Any]]:
     return parts
 
 
+def _contents(attrs: Mapping[str, Any], prefix: str) -> list[dict[str, Any]]:
+    """A message's ``contents`` list (text and images) as GenAI parts."""
+    parts: list[dict[str, Any]] = []
+    for j in range(MAX_INDEX):
+        item = f"{prefix}.contents.{j}.message_content"
+        kind_ = attrs.get(f"{item}.type")
+        if kind_ is None:
+            break
+        if kind_ == "text":
+            parts.append({"type": "text", "content": attrs.get(f"{item}.text")})
+        else:  # an image (by URL) or another medium: the mapping reports it, not carried
+            url = attrs.get(f"{item}.image.image.url")
+            parts.append({"type": "uri", "modality": str(kind_), "uri": url})
+    return parts
+
+
 def _messages(attrs: Mapping[str, Any], which: str) -> list[dict[str, Any]]:
     found = []
     for i in range(MAX_INDEX):
@@ -67,6 +83,8 @@ def _messages(attrs: Mapping[str, Any], which: str) -> list[dict[str, Any]]:
             )  # fmt: skip
         elif content is not None:
             parts.append({"type": "text", "content": content})
+        else:
+            parts += _contents(attrs, prefix)
         parts += _tool_calls(attrs, prefix)
         found.append({"role": role, "parts": parts})
     return found
