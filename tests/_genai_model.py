@@ -1,7 +1,8 @@
 """A scripted OpenAI-compatible chat server on 127.0.0.1 for the GenAI tests.
 
-The first request gets a tool call (non-streaming), every later one a text answer
-(streamed when the request asks for it). Usage figures are fixed so tests can compare.
+The first request gets a tool call, every later one a text answer, each streamed when the
+request asks for it (a streamed tool call opens with an empty text delta, as real servers
+send). Usage figures are fixed so tests can compare.
 """
 
 from __future__ import annotations
@@ -28,6 +29,19 @@ def _completion(message: dict[str, Any], reason: str, usage: dict[str, int]) -> 
             "choices": [choice], "usage": usage}  # fmt: skip
 
 
+def _tool_chunks() -> list[dict[str, Any]]:
+    base = {"id": "cmpl-1", "object": "chat.completion.chunk", "created": 1, "model": MODEL}
+    head = {"index": 0, "id": TOOL_CALL["id"], "type": "function"}
+    head["function"] = {"name": TOOL_CALL["function"]["name"], "arguments": ""}
+    rest = {"index": 0, "function": {"arguments": TOOL_CALL["function"]["arguments"]}}
+    deltas = [{"role": "assistant", "content": "", "tool_calls": [head]}, {"tool_calls": [rest]}]
+    return [
+        *({**base, "choices": [{"index": 0, "delta": d, "finish_reason": None}]} for d in deltas),
+        {**base, "choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]},
+        {**base, "choices": [], "usage": TOOL_USAGE},
+    ]
+
+
 def _chunks() -> list[dict[str, Any]]:
     base = {"id": "cmpl-2", "object": "chat.completion.chunk", "created": 1, "model": MODEL}
     delta = {"role": "assistant", "content": ANSWER}
@@ -44,7 +58,10 @@ class _Handler(BaseHTTPRequestHandler):
     def do_POST(self) -> None:
         body = json.loads(self.rfile.read(int(self.headers["content-length"])))
         self.server.requests.append(body)
-        if len(self.server.requests) == 1:
+        if len(self.server.requests) == 1 and body.get("stream"):
+            events = "".join(f"data: {json.dumps(chunk)}\n\n" for chunk in _tool_chunks())
+            self._send("text/event-stream", events + "data: [DONE]\n\n")
+        elif len(self.server.requests) == 1:
             message = {"role": "assistant", "content": None, "tool_calls": [TOOL_CALL]}
             self._send(
                 "application/json", json.dumps(_completion(message, "tool_calls", TOOL_USAGE))

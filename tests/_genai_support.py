@@ -59,3 +59,13 @@ def chat_attrs(model: str, inputs: list, outputs: list, usage: tuple[int, int]) 
         "gen_ai.input.messages": json.dumps(inputs),
         "gen_ai.output.messages": json.dumps(outputs),
     }
+
+
+def path(trace: dict[str, Any], node: int) -> list[dict[str, Any]]:
+    """The messages from the first one to ``node``, following parents."""
+    found = []
+    current: int | None = node
+    while current is not None and len(found) <= len(trace["nodes"]):
+        found.append(trace["nodes"][current]["message"])
+        current = trace["nodes"][current]["parent"]
+    return found[::-1]

@@ -18,6 +18,7 @@ from _genai_support import (
     archive,
     chat_attrs,
     episodes,
+    path,
     provider,
     text,
     tool_call,
@@ -93,6 +94,7 @@ def test_content_off_keeps_calls_and_usage_and_says_so(isolated_env: Path) -> No
         "gen_ai.usage.input_tokens": 7,
         "gen_ai.usage.output_tokens": 2,
         "gen_ai.usage.cache_read.input_tokens": 3,
+        "gen_ai.usage.cache_write.input_tokens": 2,
     }
     with tracer.start_as_current_span("run", attributes=RUN_ATTRS):
         with tracer.start_as_current_span("chat m-2", attributes=attrs):  # a root-level chat
@@ -107,7 +109,11 @@ def test_content_off_keeps_calls_and_usage_and_says_so(isolated_env: Path) -> No
         "completion_tokens": 2,
         "cached_input_tokens": 3,
     }
-    assert trace["info"]["genai"] == {"semconv": "1.37.0", "content_captured": False}
+    assert trace["info"]["genai"] == {
+        "semconv": "1.44.0",
+        "content_captured": False,
+        "cache_write_input_tokens": 2,
+    }
 
 
 def test_older_event_form_and_agents_make_one_trace_per_agent(isolated_env: Path) -> None:
@@ -229,3 +235,138 @@ def test_record_score_rejects_bad_input_with_a_typed_error() -> None:
         pr.record_score("x", float("nan"))
     with pytest.raises(pr.RecordError, match="no recording span"):
         pr.record_score("x", 1.0)  # no span is current here
+
+
+def test_a_workflow_directly_under_the_run_is_one_episode(isolated_env: Path) -> None:
+    tracer_provider = provider()
+    tracer = tracer_provider.get_tracer("agent")
+    workflow = {"gen_ai.operation.name": "invoke_workflow"}
+    with tracer.start_as_current_span("run", attributes=RUN_ATTRS):
+        with tracer.start_as_current_span("invoke_workflow plan", attributes=workflow):
+            for agent in ("planner", "coder"):
+                invoke = {
+                    "gen_ai.operation.name": "invoke_agent",
+                    "gen_ai.agent.name": agent,
+                    "gen_ai.agent.id": f"id-{agent}",
+                }
+                with tracer.start_as_current_span(f"invoke_agent {agent}", attributes=invoke):
+                    said = [text("assistant", "ok")]
+                    attrs = chat_attrs("m", [text("user", agent)], said, (1, 1))
+                    attrs["gen_ai.provider.name"] = "openai"
+                    with tracer.start_as_current_span("chat m", attributes=attrs):
+                        pass
+    tracer_provider.force_flush()
+    (record,) = episodes(isolated_env)
+    by_agent = {trace["agent"]["name"]: trace for trace in record["traces"]}
+    assert set(by_agent) == {"planner", "coder"}  # no trace for the workflow itself
+    for agent, trace in by_agent.items():
+        assert trace["info"]["genai"]["agent_ids"] == [f"id-{agent}"]
+        assert trace["info"]["genai"]["providers"] == ["openai"]
+        assert trace["agent"]["config"] == {"model": "m"}
+
+
+def test_openinference_spans_directly_under_the_run_and_unmapped_kinds(
+    isolated_env: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    tracer_provider = provider()
+    tracer = tracer_provider.get_tracer("agent")
+    llm = {
+        "openinference.span.kind": "LLM",
+        "llm.model_name": "oi-model",
+        "llm.token_count.prompt": 9,
+        "llm.token_count.completion": 2,
+        "llm.input_messages.0.message.role": "user",
+        "llm.input_messages.0.message.contents.0.message_content.type": "text",
+        "llm.input_messages.0.message.contents.0.message_content.text": "hi",
+        "llm.input_messages.0.message.contents.1.message_content.type": "image",
+        "llm.input_messages.0.message.contents.1.message_content.image.image.url": "u",
+        "llm.output_messages.0.message.role": "assistant",
+        "llm.output_messages.0.message.content": "hello",
+    }
+    with tracer.start_as_current_span("run", attributes=RUN_ATTRS):
+        with tracer.start_as_current_span("ChatCompletion", attributes=llm):
+            pass
+        with tracer.start_as_current_span("episode"):  # only kinds with no model call
+            retriever = {"openinference.span.kind": "RETRIEVER"}
+            with tracer.start_as_current_span("retrieve", attributes=retriever):
+                pass
+    tracer_provider.force_flush()
+    found = {len(record["traces"][0]["calls"]): record for record in episodes(isolated_env)}
+    (trace,) = found[1]["traces"]
+    assert [node["message"] for node in trace["nodes"]] == [
+        {"role": "user", "content": "hi"},
+        {"role": "assistant", "content": "hello"},
+    ]
+    assert trace["calls"][0]["model"] == "oi-model"
+    assert trace["calls"][0]["usage"] == {"prompt_tokens": 9, "completion_tokens": 2}
+    assert found[0]["traces"][0]["nodes"] == []  # recorded, and said why it is empty
+    assert "nothing mapped: spans of openinference.span.kind=RETRIEVER" in caplog.text
+    assert "a uri part is left out" in caplog.text
+
+
+def test_parts_the_conventions_define_are_carried_or_reported(
+    isolated_env: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    tracer_provider = provider()
+    tracer = tracer_provider.get_tracer("agent")
+    calls = {
+        "role": "assistant",
+        "parts": [
+            {"type": "reasoning", "content": "two tools"},
+            {"type": "text", "content": ""},  # beside tool calls: the same as no text
+            {"type": "tool_call", "id": "a", "name": "add", "arguments": {"a": 1}},
+            {"type": "tool_call", "id": "b", "name": "mul", "arguments": {"b": 2}},
+        ],
+    }
+    results = {
+        "role": "user",  # pydantic-ai sends tool returns, and a retry prompt, as the user
+        "parts": [
+            {"type": "tool_call_response", "id": "a", "name": "add", "result": {"x": 1}},
+            {"type": "tool_call_response", "id": "b", "tool_response": "2"},
+            {"type": "text", "content": "Please"},
+            {"type": "text", "content": "go on."},
+            {"type": "blob", "modality": "image", "content": "aGk="},
+        ],
+    }
+    question = text("user", "Do both.")
+    with tracer.start_as_current_span("run", attributes=RUN_ATTRS):
+        with tracer.start_as_current_span("episode"):
+            with tracer.start_as_current_span(
+                "chat", attributes=chat_attrs("m", [question], [calls], (1, 1))
+            ):
+                pass
+            tool = {
+                "gen_ai.operation.name": "execute_tool",
+                "gen_ai.tool.call.id": "a",
+                "gen_ai.tool.name": "add",
+                "tool_response": '{"x":1}',  # pydantic-ai's format version 2
+            }
+            with tracer.start_as_current_span("running tool", attributes=tool):
+                pass
+            answer = [text("assistant", "Done.")]
+            history = [question, calls, results]
+            with tracer.start_as_current_span(
+                "chat", attributes=chat_attrs("m", history, answer, (1, 1))
+            ):
+                pass
+    tracer_provider.force_flush()
+    (record,) = episodes(isolated_env)
+    (trace,) = record["traces"]
+    assert len(trace["nodes"]) == 6  # the execute_tool result and the resent one are one node
+    conversation = path(trace, trace["calls"][-1]["node"])
+    assert conversation[1] == {
+        "role": "assistant",
+        "content": None,
+        "reasoning_content": "two tools",
+        "tool_calls": [
+            {"id": "a", "type": "function", "name": "add", "arguments": '{"a": 1}'},
+            {"id": "b", "type": "function", "name": "mul", "arguments": '{"b": 2}'},
+        ],
+    }
+    assert conversation[2] == {
+        "role": "tool", "content": '{"x":1}', "tool_call_id": "a", "name": "add"
+    }  # fmt: skip
+    assert conversation[3] == {"role": "tool", "content": "2", "tool_call_id": "b"}
+    assert conversation[4] == {"role": "user", "content": "Please\ngo on."}
+    assert conversation[5] == {"role": "assistant", "content": "Done."}
+    assert "a blob part is left out" in caplog.text

@@ -2,8 +2,9 @@
 calling a scripted OpenAI-compatible server on 127.0.0.1 inside ``run``/``episode`` spans,
 against the stand-in platform: the stored documents match the calls made.
 
-The instrumentation patches the ``openai`` module globally, so each case runs in a
-subprocess of its own.
+Every content mode yields the same stored conversation, whether the instrumentation puts
+content on spans or in OpenTelemetry log records. The instrumentation patches the
+``openai`` module globally, so each case runs in a subprocess of its own.
 """
 
 from __future__ import annotations
@@ -14,6 +15,8 @@ import subprocess
 import sys
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 import prime_runs as pr
 from _genai_model import ANSWER, ANSWER_USAGE, MODEL, TOOL_USAGE
@@ -30,9 +33,21 @@ import openai
 import prime_runs as pr
 from _genai_model import ScriptedModel
 
-provider = TracerProvider()
-provider.add_span_processor(pr.RunProcessor())
-OpenAIInstrumentor().instrument(tracer_provider=provider)
+from opentelemetry import _logs
+from opentelemetry.sdk._logs import LoggerProvider
+
+if os.environ.get("OTEL_LOGS_EXPORTER"):  # zero-code: the SDK configures from the environment
+    from opentelemetry.sdk._configuration import _OTelSDKConfigurator
+
+    _OTelSDKConfigurator().configure()
+    provider = trace.get_tracer_provider()
+else:  # the program's own set-up: a tracer and a logger provider, then prime-runs
+    provider = TracerProvider()
+    _logs.set_logger_provider(LoggerProvider())
+pr.configure_exporter(provider)
+OpenAIInstrumentor().instrument(
+    tracer_provider=provider, logger_provider=_logs.get_logger_provider()
+)
 tracer = provider.get_tracer("agent")
 run_attrs = {"prime.run.name": "genai-openai", "prime.run.environments": ["genai-env"]}
 with ScriptedModel() as model:
@@ -66,9 +81,20 @@ provider.force_flush()
 print(json.dumps({"run_id": run_id}))
 """.replace("MODEL_REQ", repr("requested-model"))
 
-CAPTURE_ON = {
-    "OTEL_SEMCONV_STABILITY_OPT_IN": "gen_ai_latest_experimental",
-    "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT": "SPAN_ONLY",
+LATEST = {"OTEL_SEMCONV_STABILITY_OPT_IN": "gen_ai_latest_experimental"}
+CONTENT = "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"
+# Every content mode of the instrumentation: on spans, in log records, or both.
+CONTENT_MODES = {
+    "span-only": {**LATEST, CONTENT: "SPAN_ONLY"},
+    "event-only": {**LATEST, CONTENT: "EVENT_ONLY"},  # one details log record per call
+    "span-and-event": {**LATEST, CONTENT: "SPAN_AND_EVENT"},
+    "default-true": {CONTENT: "true"},  # one log record per message
+    "default-true-zero-code": {
+        CONTENT: "true",
+        "OTEL_LOGS_EXPORTER": "prime_runs",
+        "OTEL_TRACES_EXPORTER": "none",
+        "OTEL_METRICS_EXPORTER": "none",
+    },
 }
 
 
@@ -111,8 +137,11 @@ def _evaluation_is_complete(prime_env: StandInPlatform, run_id: str) -> None:
     assert len(prime_env.samples(run_id)) == 1  # one v0 row per episode
 
 
-def test_instrumented_client_with_content_on(prime_env: StandInPlatform, tmp_path: Path) -> None:
-    run_id = _run(prime_env, tmp_path, CAPTURE_ON)
+@pytest.mark.parametrize("mode", list(CONTENT_MODES))
+def test_instrumented_client_with_content_on(
+    prime_env: StandInPlatform, tmp_path: Path, mode: str
+) -> None:
+    run_id = _run(prime_env, tmp_path, CONTENT_MODES[mode])
     trace = _episode(prime_env, run_id)
     _calls_match_the_server(trace, ["tool_calls", "stop"])
     assert trace["rewards"]["correct"] == {"score": 1.0, "weight": 1.0, "label": "pass"}
@@ -128,6 +157,9 @@ def test_instrumented_client_with_content_on(prime_env: StandInPlatform, tmp_pat
     assert [node["sampled"] for node in trace["nodes"]] == [False, False, True, False, True]
     assert [call["node"] for call in trace["calls"]] == [2, 4]
     assert trace["info"]["genai"]["content_captured"] is True
+    assert trace["info"]["genai"]["response_ids"] == ["cmpl-1", "cmpl-2"]
+    assert trace["info"]["genai"]["providers"] == ["openai"]
+    assert trace["agent"]["config"] == {"model": MODEL}
     _evaluation_is_complete(prime_env, run_id)
     (row,) = prime_env.samples(run_id)
     assert row["reward"] == 1.0
@@ -137,8 +169,8 @@ def test_instrumented_client_with_content_on(prime_env: StandInPlatform, tmp_pat
 def test_instrumented_client_with_content_off(prime_env: StandInPlatform, tmp_path: Path) -> None:
     run_id = _run(prime_env, tmp_path, {})  # the instrumentation's default: no content
     trace = _episode(prime_env, run_id)
-    # A streamed call's span carries no finish reason without content: absent, not invented.
-    _calls_match_the_server(trace, ["tool_calls", None])
+    # A streamed call's span carries no finish reason; its choice log record does.
+    _calls_match_the_server(trace, ["tool_calls", "stop"])
     assert trace["nodes"] == []
     assert trace["info"]["genai"]["content_captured"] is False
     assert trace["rewards"]["correct"]["score"] == 1.0

@@ -116,6 +116,9 @@ def _add_processor(provider: TracerProvider, settings: dict[str, Any]) -> RunPro
             provider.add_span_processor(processor)
             _processors[provider] = processor
     _exit.register_exit_hook()
+    from .genai_logs import attach  # the logs SDK loads only here, not at import
+
+    attach()  # GenAI content sent as log records reaches its episode (docs/genai.md)
     return processor
 
 

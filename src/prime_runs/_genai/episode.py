@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.trace import StatusCode
 
-from . import names
+from . import messages, names, openinference
+from .logs import LogEvent, merged
 from .trace import TraceBuilder, error_of, seconds
 
 DEFAULT_AGENT = "agent"
@@ -33,14 +34,18 @@ def _score(event: Any, problems: list[str]) -> tuple[str, dict[str, Any]] | None
     attrs = event.attributes or {}
     name = attrs.get(names.EVALUATION_NAME)
     if not isinstance(name, str) or not name:
-        problems.append(f"a {names.EVALUATION_EVENT} event has no {names.EVALUATION_NAME}")
+        problems.append(
+            f"malformed evaluation: a {names.EVALUATION_EVENT} event has no {names.EVALUATION_NAME}"
+        )
         return None
     value = attrs.get(names.EVALUATION_SCORE)
     entry: dict[str, Any] = {"score": None, "weight": 1.0}
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         entry["score"] = float(value)
     elif value is not None:
-        problems.append(f"evaluation {name!r} has a score {value!r} that is not a number")
+        problems.append(
+            f"malformed evaluation: evaluation {name!r} has a score {value!r} that is not a number"
+        )
     for key, attr in (
         ("label", names.EVALUATION_LABEL),
         ("explanation", names.EVALUATION_EXPLANATION),
@@ -50,9 +55,9 @@ def _score(event: Any, problems: list[str]) -> tuple[str, dict[str, Any]] | None
     return name, entry
 
 
-def rewards_of(span: ReadableSpan, problems: list[str]) -> dict[str, dict[str, Any]]:
+def rewards_of(events: Sequence[Any], problems: list[str]) -> dict[str, dict[str, Any]]:
     found: dict[str, dict[str, Any]] = {}
-    for event in span.events:
+    for event in events:
         if event.name == names.EVALUATION_EVENT:
             scored = _score(event, problems)
             if scored is not None:
@@ -66,14 +71,11 @@ def task_of(span: ReadableSpan, problems: list[str]) -> dict[str, Any] | None:
     data: dict[str, Any] = {}
     raw = attrs.get(names.TASK_DATA)
     if raw is not None:
-        try:
-            parsed = json.loads(raw) if isinstance(raw, str) else None
-        except ValueError:
-            parsed = None
+        parsed = messages.parse(raw, names.TASK_DATA, problems)
         if isinstance(parsed, dict):
             data.update(parsed)
-        else:
-            problems.append(f"{names.TASK_DATA} is not a JSON object; left out")
+        elif parsed is not None:
+            problems.append(f"malformed task data: {names.TASK_DATA} is not a JSON object")
     for key in names.TASK_KEYS:
         value = attrs.get(names.TASK_PREFIX + key)
         if value is not None and key != "key":
@@ -100,32 +102,74 @@ def _trace(agent: str, builder: TraceBuilder, spans: Sequence[ReadableSpan]) -> 
         "errors": errors,
         "info": {"genai": {"semconv": names.SEMCONV_VERSION, "content_captured": builder.captured}},
     }
+    trace["info"]["genai"].update({k: v for k, v in builder.seen.items() if v})
+    if builder.cache_writes:
+        trace["info"]["genai"]["cache_write_input_tokens"] = builder.cache_writes
+    models = [call["model"] for call in builder.calls if "model" in call]
+    if models:  # what the sample table shows as the model
+        trace["agent"]["config"] = {"model": models[0]}
     return trace
 
 
-def build(root: ReadableSpan, spans: Sequence[ReadableSpan]) -> tuple[dict[str, Any], list[str]]:
-    """The episode record for ``root`` and the spans that ended under it (any order)."""
-    problems: list[str] = []
+@dataclass
+class _Walk:
+    """What the spans of one episode hold, per agent (``""``: the episode span itself)."""
+
+    builders: dict[str, TraceBuilder] = field(default_factory=dict)
+    members: dict[str, list[ReadableSpan]] = field(default_factory=dict)
+    rewards: dict[str, dict[str, dict[str, Any]]] = field(default_factory=dict)
+    unmapped: set[str] = field(default_factory=set)  # conventions seen but not read
+
+
+def _walk(
+    root: ReadableSpan,
+    spans: Sequence[ReadableSpan],
+    logs: Mapping[int, Sequence[LogEvent]],
+    root_agent: str,
+    problems: list[str],
+) -> _Walk:
     by_id = {s.context.span_id: s for s in spans if s.context is not None}
-    ordered = sorted([*spans, root], key=lambda s: s.start_time or 0)
-    builders: dict[str, TraceBuilder] = {}
-    members: dict[str, list[ReadableSpan]] = {}
-    rewards: dict[str, dict[str, dict[str, Any]]] = {}
-    root_agent = _agent_of(root, by_id) or DEFAULT_AGENT
-    for span in ordered:
-        attrs = span.attributes or {}
+    walk = _Walk()
+    for span in sorted([*spans, root], key=lambda s: s.start_time or 0):
+        attrs, events = merged(span, logs.get(span.context.span_id, ()), problems)
+        attrs = openinference.as_genai(attrs)
         operation = attrs.get(names.OPERATION)
         agent = _agent_of(span, by_id) or root_agent
         if operation in names.ROOT_OPERATIONS or operation == names.TOOL_OPERATION:
-            builder = builders.setdefault(agent, TraceBuilder())
-            members.setdefault(agent, []).append(span)
+            builder = walk.builders.setdefault(agent, TraceBuilder())
+            walk.members.setdefault(agent, []).append(span)
             if operation in names.CALL_OPERATIONS:
-                builder.add_call(span)
+                builder.add_call(span, attrs, events)
             elif operation == names.TOOL_OPERATION:
-                builder.add_tool(span)
-        found = rewards_of(span, problems)
+                builder.add_tool(span, attrs)
+            else:
+                builder.note(attrs)  # an agent span: its id
+        elif isinstance(operation, str) and operation != names.WORKFLOW_OPERATION:
+            walk.unmapped.add(f"{names.OPERATION}={operation}")
+        elif openinference.kind(attrs) is not None and operation is None:
+            walk.unmapped.add(f"{openinference.SPAN_KIND}={openinference.kind(attrs)}")
+        found = rewards_of(events, problems)
         if found:
-            rewards.setdefault("" if span is root else agent, {}).update(found)
+            walk.rewards.setdefault("" if span is root else agent, {}).update(found)
+    return walk
+
+
+def build(
+    root: ReadableSpan,
+    spans: Sequence[ReadableSpan],
+    logs: Mapping[int, Sequence[LogEvent]] | None = None,
+) -> tuple[dict[str, Any], list[str]]:
+    """The episode record for ``root`` and the spans that ended under it (any order), with
+    the log records emitted in those spans (by span id)."""
+    problems: list[str] = []
+    root_agent = _agent_of(root, {}) or DEFAULT_AGENT
+    walk = _walk(root, spans, logs or {}, root_agent, problems)
+    builders, members, rewards = walk.builders, walk.members, walk.rewards
+    if not any(builder.calls for builder in builders.values()) and walk.unmapped:
+        problems.append(
+            "nothing mapped: spans of " + ", ".join(sorted(walk.unmapped)) + " were under it, "
+            "and none a model call the mapping reads"
+        )
     if not builders:  # an episode span with no GenAI work under it: one empty trace
         builders[root_agent] = TraceBuilder()
         members[root_agent] = [root]

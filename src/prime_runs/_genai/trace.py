@@ -23,7 +23,7 @@ def _int(attrs: Mapping[str, Any], name: str, problems: list[str]) -> int | None
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        problems.append(f"{name}={value!r} is not a token count; left out")
+        problems.append(f"malformed token count: {name}={value!r} is not a token count; left out")
         return None
     return value
 
@@ -64,17 +64,17 @@ class TraceBuilder:
         self.nodes: list[dict[str, Any]] = []
         self.calls: list[dict[str, Any]] = []
         self.path: list[int] = []  # node indexes of the conversation so far
+        self._keys: list[tuple[Any, ...]] = []  # messages.key of each node, computed once
         self.captured = False
         self.problems: list[str] = []
+        self.seen: dict[str, list[str]] = {}  # providers, response ids, agent ids (trace info)
+        self.cache_writes = 0  # input tokens written to a prompt cache, over all calls
 
     def _extend(self, wanted: Sequence[Message], when: float | None) -> None:
         """Make ``path`` equal ``wanted``: reuse the common prefix, branch after it."""
         keys = [messages.key(m) for m in wanted]
         same = 0
-        while (
-            same < min(len(keys), len(self.path))
-            and messages.key(self.nodes[self.path[same]]["message"]) == keys[same]
-        ):
+        while same < min(len(keys), len(self.path)) and self._keys[self.path[same]] == keys[same]:
             same += 1
         del self.path[same:]
         for message in wanted[same:]:
@@ -86,11 +86,13 @@ class TraceBuilder:
         if when is not None:
             node["timestamp"] = when
         self.nodes.append(node)
+        self._keys.append(messages.key(message))
         self.path.append(len(self.nodes) - 1)
         return len(self.nodes) - 1
 
-    def _messages(self, span: ReadableSpan) -> tuple[list[Message], list[Message], bool]:
-        attrs = span.attributes or {}
+    def _messages(
+        self, attrs: Mapping[str, Any], events: Sequence[Any]
+    ) -> tuple[list[Message], list[Message], bool, str | None]:
         problems = self.problems
         inputs: list[Message] = []
         if names.SYSTEM_INSTRUCTIONS in attrs:
@@ -101,13 +103,13 @@ class TraceBuilder:
         outputs: list[Message] = []
         if names.OUTPUT_MESSAGES in attrs:
             outputs = messages.from_attribute(attrs[names.OUTPUT_MESSAGES], "output", problems)
-        old_in, old_out = messages.from_events(span.events, problems)
+        old_in, old_out, reason = messages.from_events(events, problems)
         seen = seen or bool(old_in or old_out)
-        return inputs + old_in, outputs + old_out, seen
+        return inputs + old_in, outputs + old_out, seen, reason
 
-    def add_call(self, span: ReadableSpan) -> None:
-        attrs = span.attributes or {}
-        inputs, outputs, seen = self._messages(span)
+    def add_call(self, span: ReadableSpan, attrs: Mapping[str, Any], events: Sequence[Any]) -> None:
+        """A model call span; ``attrs``/``events`` are its own with its log records merged."""
+        inputs, outputs, seen, event_reason = self._messages(attrs, events)
         self.captured = self.captured or seen
         start, end = seconds(span.start_time), seconds(span.end_time)
         if inputs:
@@ -116,12 +118,18 @@ class TraceBuilder:
         model = attrs.get(names.RESPONSE_MODEL, attrs.get(names.REQUEST_MODEL))
         if isinstance(model, str):
             call["model"] = model
+        self.note(attrs)
         reasons = attrs.get(names.FINISH_REASONS)
         if isinstance(reasons, Sequence) and not isinstance(reasons, str) and reasons:
             call["finish_reason"] = str(reasons[0])
         call_usage = usage(attrs, self.problems)
         if call_usage is not None:
             call["usage"] = call_usage
+        for name in names.CACHE_WRITE_TOKENS:
+            written = _int(attrs, name, self.problems)
+            if written is not None:
+                self.cache_writes += written
+                break
         sampling = {
             k: attrs[names.SAMPLING_PREFIX + k]
             for k in names.SAMPLING_KEYS
@@ -137,17 +145,32 @@ class TraceBuilder:
         reasons = [m.pop("finish_reason", None) for m in inputs + outputs]
         if "finish_reason" not in call and outputs and isinstance(reasons[len(inputs)], str):
             call["finish_reason"] = reasons[len(inputs)]  # streams often only carry it here
+        elif "finish_reason" not in call and event_reason is not None:
+            call["finish_reason"] = event_reason
+        if call.get("finish_reason") in names.FINISH_REASON_ALIASES:
+            call["finish_reason"] = names.FINISH_REASON_ALIASES[call["finish_reason"]]
         if outputs:  # the first choice continues the conversation
             call["node"] = self._add(outputs[0], sampled=True, when=end)
         self.calls.append(call)
 
-    def add_tool(self, span: ReadableSpan) -> None:
+    def note(self, attrs: Mapping[str, Any]) -> None:
+        """Identifiers the record has no field for, kept in ``info.genai``."""
+        for key, names_ in (
+            ("providers", (names.PROVIDER, names.SYSTEM)),
+            ("response_ids", (names.RESPONSE_ID,)),
+            ("agent_ids", (names.AGENT_ID,)),
+        ):
+            value = next((attrs[n] for n in names_ if isinstance(attrs.get(n), str)), None)
+            found = self.seen.setdefault(key, [])
+            if value is not None and (key == "response_ids" or value not in found):
+                found.append(value)
+
+    def add_tool(self, span: ReadableSpan, attrs: Mapping[str, Any]) -> None:
         """An ``execute_tool`` span: its result becomes a tool message when it was captured."""
-        attrs = span.attributes or {}
-        if names.TOOL_RESULT not in attrs:
+        key = next((k for k in names.TOOL_RESULTS if k in attrs), None)
+        if key is None:
             return
-        result = attrs[names.TOOL_RESULT]
-        message: Message = {"role": "tool", "content": messages.text(result)}
+        message: Message = {"role": "tool", "content": messages.text(attrs[key])}
         message["tool_call_id"] = attrs.get(names.TOOL_CALL_ID)
         if isinstance(attrs.get(names.TOOL_NAME), str):
             message["name"] = attrs[names.TOOL_NAME]
