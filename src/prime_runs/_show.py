@@ -108,6 +108,8 @@ def render_show(info: RunInfo, rewards: Rewards) -> str:
             )
             + " (`prime-runs sync` rejects and counts them)",
         )
+    if info.links:
+        add("links", _links_line(info.links))
     for sink in info.sinks:
         settled = info.settled.get(sink, {})
         extra = "".join(f", {n} {how}" for how, n in settled.items() if n)
@@ -123,6 +125,14 @@ def render_show(info: RunInfo, rewards: Rewards) -> str:
         add("summary", _summary_line(summary))
     lines.extend(reward_lines(rewards.values))
     return "\n".join(lines)
+
+
+def _links_line(links: Sequence[str]) -> str:
+    shown = ", ".join(links[:5]) + (f", ... ({len(links)} in all)" if len(links) > 5 else "")
+    return (
+        f"{len(links)} symbolic link{'s' if len(links) > 1 else ''} in the run folder, not "
+        f"read by any command: {shown} (replace a link with the file it stands for)"
+    )
 
 
 def _status_line(info: RunInfo) -> str:

@@ -42,7 +42,7 @@ from ._runinfo import SAMPLES, SINK_LABELS, TRACES, RunInfo, inspect
 from ._sync_close import close_run
 from ._sync_readback import Candidate, Unreadable, held_by_traces, rollout_counters, sample_ids
 from ._sync_register import register
-from .errors import PrimeRunsError, SyncError
+from .errors import PrimeRunsError, RecordError, SyncError
 from .exporters._base import Item, Outcome
 from .exporters._channel import Channel
 from .exporters._sinks import build_sinks
@@ -295,7 +295,12 @@ class _Syncer:
             record_id = record.get("id") if isinstance(record.get("id"), str) else None
             sample_id = record.get("sample_id", record_id)
             if restamp:
-                encoded = encode(record, eval_id, run_type)
+                try:
+                    encoded = encode(record, eval_id, run_type)
+                except RecordError as exc:  # e.g. nested deeper than this process encodes
+                    for sink in wanted:
+                        self._settle(sink, REJECTED, [key], f"line at {key.segment}: {exc}")
+                    continue
                 data, problem = encoded.data, encoded.problem
             else:
                 problem = traces_problem(kind, record)

@@ -145,6 +145,7 @@ def _counts(run: LoadedRun, embedded: int) -> dict[str, int]:
         "unscored": sum(1 for e in episodes if e.reward is None),
         "bad_lines": run.bad_lines,
         "torn_lines": run.torn_lines,
+        "links": len(run.info.links),
         "embedded": embedded,
     }
 
@@ -189,8 +190,11 @@ def _embed(run: LoadedRun, budget: int) -> tuple[list[dict[str, Any]], dict[int,
         record = read_record(run.archive, run.keys[position])
         if record is None:
             continue
-        doc = episode_doc(record)
-        size = len(json.dumps(doc, ensure_ascii=False))
+        try:
+            doc = episode_doc(record)
+            size = len(json.dumps(doc, ensure_ascii=False))
+        except RecursionError:  # a value nested deeper than Python walks: not embedded
+            continue
         if spent + size > budget:
             break
         spent += size

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from .._archive import RunArchive
-from .._runinfo import find_run
+from .._runinfo import RunNotFound, lookup_run
 from ._build import DEFAULT_BUDGET, build
 from ._html import render
 from ._load import load_run
@@ -75,11 +75,11 @@ def run_command(root: Path, args: argparse.Namespace) -> int:
     embed_mb: float = args.embed_mb
     archives = []
     for ref in refs:
-        archive = find_run(root, ref)
-        if archive is None:
-            print(f"prime-runs: no run {ref!r} under {root}", file=sys.stderr)
+        try:
+            archives.append(lookup_run(root, ref))  # the rules `show` follows
+        except RunNotFound as exc:
+            print(f"prime-runs: {exc}", file=sys.stderr)
             return USAGE
-        archives.append(archive)
     if embed_mb < 0:
         print("prime-runs: --embed-mb must be 0 or more", file=sys.stderr)
         return USAGE

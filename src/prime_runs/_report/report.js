@@ -43,6 +43,7 @@ function runCard(run, index, multiple) {
   const lost = [];
   if (c.torn_lines) lost.push(fmtInt(c.torn_lines) + " torn last line(s) skipped");
   if (c.bad_lines) lost.push(fmtInt(c.bad_lines) + " unreadable line(s) skipped");
+  if (c.links) lost.push(fmtInt(c.links) + " symbolic link(s) in the run folder not read");
   const passing = run.passing;
   return h(
     "div",

@@ -1,0 +1,54 @@
+"""What a newcomer reads from ``prime-runs show`` and ``report`` (issue 23): ``report`` finds
+runs exactly as ``show`` does. Real CLI subprocesses over a real offline archive."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import prime_runs as pr
+
+
+def _root() -> Path:
+    return Path(os.environ["PRIME_RUNS_DIR"])
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "prime_runs.cli", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def _offline_run(episodes: list[dict], **init: object) -> pr.Run:
+    run = pr.init(name="newcomer", environments=["gsm8k"], mode="offline", dir=_root(), **init)
+    run.log_episodes(episodes)
+    run.finish()
+    return run
+
+
+def test_report_lists_the_runs_an_ambiguous_prefix_matches_as_show_does(episodes):
+    first, second = _offline_run(episodes[:1]), _offline_run(episodes[:1])
+    prefix = "run-"  # every offline run id starts so
+
+    show, report = _cli("show", prefix), _cli("report", prefix)
+
+    assert show.returncode == report.returncode == 2
+    for result in (show, report):
+        assert f"{prefix!r} matches 2 runs" in result.stderr, result.stderr
+        assert first.id in result.stderr and second.id in result.stderr
+    assert "give more of the id" in report.stderr
+
+
+def test_report_names_what_run_accepts_for_an_unknown_run(episodes):
+    _offline_run(episodes[:1])
+
+    report = _cli("report", "no-such-run")
+
+    assert report.returncode == 2
+    assert "no run 'no-such-run'" in report.stderr
+    assert "`prime-runs ls` lists the runs" in report.stderr
