@@ -53,6 +53,13 @@ class RunOptions:
     traces: bool = True
     samples: bool = True
     journal: bool = True
+    from_span: bool = False  # a raw `run` span, not init(): hints name span attributes
+
+
+def _environments_hint(opts: RunOptions) -> str:
+    if opts.from_span:
+        return "set the run span's prime.run.environments attribute (a list of names)"
+    return "pass environments=[...] to init()"
 
 
 def archive_root(dir: str | os.PathLike[str] | None) -> Path:
@@ -149,9 +156,9 @@ def _open_offline(
     if not environments:  # the platform registers an eval only under an environment
         logger.warning(
             "prime-runs: offline run %s names no environment, which the platform needs to "
-            "register it: pass environments=[...] to init(), or upload it later with "
-            "`prime-runs sync --environment NAME %s`",
+            "register it: %s, or upload it later with `prime-runs sync --environment NAME %s`",
             run_id,
+            _environments_hint(opts),
             run_id,
         )
     return RunState(
@@ -172,7 +179,7 @@ def _open_online(
 ) -> RunState | None:
     if not environments and not opts.id:
         raise ConfigurationError(
-            "an online eval run needs at least one environment: pass environments=[...]"
+            f"an online eval run needs at least one environment: {_environments_hint(opts)}"
         )
     client = PlatformClient(settings)
     lifecycle = OnlineLifecycle(settings, client=client)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import statistics
 from collections.abc import Iterable, Sequence
 from typing import Any, NamedTuple
@@ -64,7 +65,8 @@ def episode_rewards(info: RunInfo) -> Rewards:
             value = float(reward(trace))
         except (ArithmeticError, ValueError, AttributeError, TypeError, KeyError, IndexError):
             continue
-        values.append(value)
+        if math.isfinite(value):  # 1e400 reads as inf: too large for a float, left out
+            values.append(value)
     return Rewards(values, unreadable)
 
 

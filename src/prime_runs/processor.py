@@ -184,6 +184,7 @@ class RunProcessor(SpanProcessor):
             **self._defaults,
         }
         options["on_error"] = "warn"  # a span hook never raises
+        options["from_span"] = True
         try:
             return open_state(RunOptions(**options))
         except PrimeRunsError as exc:
@@ -244,7 +245,8 @@ class RunProcessor(SpanProcessor):
                 state.count_invalid(1)
                 limit = cut_by_limit(payload)
                 if limit is None:
-                    state.report(f"a {semconv.RECORD} {where} is not a JSON object record: {exc}")
+                    why = exc if isinstance(exc, PrimeRunsError) else f"it is not JSON ({exc})"
+                    state.report(f"a {semconv.RECORD} {where} was not logged: {why}")
                 elif self._first_cut(state):
                     state.report(cut_message(state.run_id, where, limit))
                 return
