@@ -52,3 +52,36 @@ def test_report_names_what_run_accepts_for_an_unknown_run(episodes):
     assert report.returncode == 2
     assert "no run 'no-such-run'" in report.stderr
     assert "`prime-runs ls` lists the runs" in report.stderr
+
+
+def test_show_prints_config_values_and_folds_a_long_one(episodes):
+    config = {"temperature": 0.0, "model": "m", "prompt": "x" * 500}
+    run = _offline_run(episodes[:1], config=config)
+
+    show = _cli("show", run.id)
+
+    lines = show.stdout.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("  config:"))
+    assert lines[start] == "  config:       temperature=0.0"
+    assert lines[start + 1].strip() == 'model="m"'
+    folded = lines[start + 2].strip()
+    assert folded.startswith('prompt="xxx') and folded.endswith("… (502 characters)")
+    assert len(folded) < 150
+
+
+def test_show_prints_the_launch_file_a_config_came_from(episodes, tmp_path):
+    launch = tmp_path / "eval.toml"
+    text = 'model = "Qwen/Qwen3-8B"\n[sampling]\ntemperature = 0.0\n'
+    launch.write_text(text)
+    run = _offline_run(episodes[:1], config=str(launch))
+
+    show = _cli("show", run.id)
+
+    lines = show.stdout.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("  config:"))
+    assert lines[start] == f"  config:       eval.toml (toml, {len(text)} bytes)"
+    assert [line.strip() for line in lines[start + 1 : start + 4]] == [
+        '| model = "Qwen/Qwen3-8B"',
+        "| [sampling]",
+        "| temperature = 0.0",
+    ]

@@ -7,14 +7,13 @@ import statistics
 from collections.abc import Iterable, Sequence
 from typing import Any, NamedTuple
 
+from ._configview import text_lines
 from ._lines import NOT_JSON, parse_record
 from ._records import reward, summary_trace_index
-from ._runconfig import CONFIG_SOURCE_KEY
 from ._runinfo import SINK_LABELS, RunInfo, format_time
 
 HISTOGRAM_WIDTH = 30
 HISTOGRAM_BINS = 5
-CONFIG_KEYS_SHOWN = 8
 
 
 def render_ls(infos: Sequence[RunInfo]) -> str:
@@ -94,7 +93,9 @@ def render_show(info: RunInfo, rewards: Rewards) -> str:
         add("description", d["description"])
     if d.get("tags"):
         add("tags", ", ".join(str(t) for t in d["tags"]))
-    add("config", config_summary(d.get("config")))
+    first, *rest = text_lines(d.get("config"))
+    add("config", first)
+    lines.extend(f"  {'':<14}{line}" for line in rest)
     add("created", format_time(d.get("created_at")))
     add("status", _status_line(info))
     if status.get("error"):
@@ -162,21 +163,6 @@ def _status_line(info: RunInfo) -> str:
 def _records_line(info: RunInfo) -> str:
     kinds = ", ".join(f"{n} {kind}s" for kind, n in sorted(info.records.items()) if n)
     return f"{info.total_records}" + (f" ({kinds})" if kinds else "")
-
-
-def config_summary(config: object) -> str:
-    if not isinstance(config, dict) or not config:
-        return "-"
-    source = config.get(CONFIG_SOURCE_KEY)
-    if isinstance(source, dict):
-        text = source.get("text")
-        size = f", {len(text.encode('utf-8')):,} bytes" if isinstance(text, str) else ""
-        name = source.get("filename") or "(in memory)"
-        return f"{name} ({source.get('format') or '?'}{size})"
-    keys = list(config)
-    shown = ", ".join(str(k) for k in keys[:CONFIG_KEYS_SHOWN])
-    more = f", ... ({len(keys)} keys)" if len(keys) > CONFIG_KEYS_SHOWN else ""
-    return f"{{{shown}{more}}}"
 
 
 def _summary_line(summary: dict[str, Any]) -> str:

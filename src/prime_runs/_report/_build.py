@@ -14,7 +14,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from .._show import config_summary
+from .._configview import view as config_view
 from .._version import __version__
 from . import _stats
 from ._browse import browse_order, episode_doc
@@ -35,12 +35,23 @@ class _Examples:
         self.index: dict[str, int] = {}
         self.rows: list[dict[str, Any]] = []
 
-    def add(self, example: Example) -> int:
+    def add(self, example: Example, io: dict[str, list[str | None]]) -> int:
+        """``io``: the run's input, target and output per example key; the first run that
+        has an example gives its row these."""
         position = self.index.get(example.key)
         if position is None:
             position = self.index[example.key] = len(self.rows)
+            given, target, output = io.get(example.key) or (None, None, None)
             self.rows.append(
-                {"key": example.key, "name": example.name, "idx": example.idx, "env": example.env}
+                {
+                    "key": example.key,
+                    "name": example.name,
+                    "idx": example.idx,
+                    "env": example.env,
+                    "input": given,
+                    "target": target,
+                    "output": output,
+                }
             )
         return position
 
@@ -81,7 +92,7 @@ def _run_doc(
     browse, browse_index = _embed(run, budget)
     k = _stats.typical_k(stats)
     rows = [
-        _episode_row(e, examples.add(e.example), browse_index.get(i, -1))
+        _episode_row(e, examples.add(e.example, run.io), browse_index.get(i, -1))
         for i, e in enumerate(episodes)
     ]
     doc = _header(run)
@@ -89,8 +100,10 @@ def _run_doc(
         counts=_counts(run, len(browse)),
         tokens=_token_totals(episodes),
         passing=_passing(stats, signal, k),
+        reward=_stats.reward_mean(episodes),
         functions=_stats.reward_functions(episodes),
         metrics=_stats.metric_means(episodes),
+        metrics_se=_stats.metric_errors(episodes),
         examples=[
             [
                 examples.index[key],
@@ -99,6 +112,7 @@ def _run_doc(
                 s.pass_at(1),
                 s.pass_at(k) if k > 1 else None,
                 s.errors,
+                s.se,
             ]
             for key, s in stats.items()
         ],
@@ -122,7 +136,7 @@ def _header(run: LoadedRun) -> dict[str, Any]:
         "framework": d.get("framework"),
         "description": d.get("description"),
         "tags": [str(t) for t in d.get("tags") or []],
-        "config": config_summary(d.get("config")),
+        "config": config_view(d.get("config")).to_json(),
         "mode": info.mode,
         "status": info.status_label,
         "error": info.status_doc.get("error"),

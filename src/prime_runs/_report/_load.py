@@ -17,6 +17,7 @@ from .._archive import RECORDS_DIR, RecordKey, RunArchive
 from .._lines import parse_record
 from .._nofollow import open_for_reading, segment_paths
 from .._runinfo import RunInfo, inspect
+from ._browse import input_target_output
 from ._episode import EpisodeSummary, summarize
 
 
@@ -28,6 +29,8 @@ class LoadedRun:
     computed_summary: dict[str, Any]  # the summary recomputed from the records
     bad_lines: int  # complete lines that are not a record (see ``_lines.parse_record``)
     torn_lines: int  # segments that end in a partial line
+    # Per example key: input, target and output of its first episode (``input_target_output``)
+    io: dict[str, list[str | None]]
 
     @property
     def archive(self) -> RunArchive:
@@ -40,17 +43,23 @@ def load_run(archive: RunArchive) -> LoadedRun:
     keys: list[RecordKey] = []
     accumulator = metrics.SummaryAccumulator()
     bad = 0
+    io: dict[str, list[str | None]] = {}
     for key, _kind, data in archive.iter_records():
         record = decode(data)
         try:
             summary = summarize(record) if record is not None else None
         except RecursionError:  # nested deeper than Python walks: counted, not fatal
             summary = None
-        if summary is None:
+        if summary is None or record is None:
             bad += 1
             continue
         episodes.append(summary)
         keys.append(key)
+        if summary.example.key not in io:
+            try:
+                io[summary.example.key] = input_target_output(record)
+            except RecursionError:
+                io[summary.example.key] = [None, None, None]
         try:
             accumulator.add(record)
         except (AttributeError, TypeError, KeyError, IndexError, RecursionError):
@@ -62,6 +71,7 @@ def load_run(archive: RunArchive) -> LoadedRun:
         computed_summary=dict(accumulator.result()),
         bad_lines=bad,
         torn_lines=count_torn(archive),
+        io=io,
     )
 
 
