@@ -160,3 +160,20 @@ def test_a_linked_status_json_is_not_read_and_says_so(episodes, tmp_path):
     assert show.returncode == 0
     assert "status.json is a symbolic link (not followed); replace it with the file" in show.stdout
     assert RunArchive(folder).status() == {}
+
+
+def test_report_never_writes_through_a_link_in_the_run_folder(episodes, tmp_path):
+    run = _offline_run(episodes[:1])
+    folder = Path(run.archive_path)
+    target = tmp_path / "outside.txt"
+    target.write_text("keep me")
+    (folder / ".report.html.tmp").symlink_to(target)
+    (folder / "report.html").symlink_to(target)
+
+    report = _cli("report", run.id)
+
+    _clean(report)
+    assert report.returncode == 0
+    assert target.read_text() == "keep me"
+    page = folder / "report.html"
+    assert not page.is_symlink() and "<html" in page.read_text()

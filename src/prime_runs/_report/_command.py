@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import webbrowser
 from collections.abc import Sequence
@@ -15,6 +16,7 @@ from ._html import render
 from ._load import load_run
 
 REPORT_FILE = "report.html"
+_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 OK, FAILED, USAGE = 0, 1, 2
 
 
@@ -37,8 +39,11 @@ def write_report(
     output = Path(output)
     tmp = output.with_name(f".{output.name}.tmp")
     try:
-        tmp.write_text(page, encoding="utf-8")
-        tmp.replace(output)
+        tmp.unlink(missing_ok=True)  # a leftover, or a planted link: never written through
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW, 0o644)
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(page)
+        tmp.replace(output)  # replaces a link at ``output`` itself, not its target
     except OSError:
         tmp.unlink(missing_ok=True)
         raise
