@@ -142,6 +142,7 @@ def test_no_command_reads_through_a_link_inside_a_run_folder(prime_env, episodes
     page = (folder / "report.html").read_text()
     assert SECRET not in page
     assert '"links":2' in page.replace(" ", "")
+    assert "2 symbolic links in the run folder not read" in sync.stdout
     _assert_uploaded_once(prime_env, episodes[:3])
     assert not any(SECRET in key for key in prime_env.episode_writes)
 

@@ -183,6 +183,8 @@ class _Syncer:
             )
         if info.status_problem:
             failures.append(f"{info.status_problem}, so how the run ended is unknown")
+        if info.links:  # never read through: what a link points at is not the run's
+            self.notes.append(f"{len(info.links)} symbolic links in the run folder not read")
         for sink, reasons in self.rejected.items():
             failures.append(f"{len(reasons)} {SINK_LABELS[sink]} rejected ({reasons[0]})")
         report = SyncReport(
