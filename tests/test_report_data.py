@@ -247,3 +247,20 @@ def test_input_target_output_come_from_the_summary_trace():
     long = copy.deepcopy(episode)
     long["task"]["data"]["answer"] = "y" * 2_000
     assert len(_browse.input_target_output(long)[1]) < _browse.IO_LIMIT + 100  # folded
+
+
+def test_input_target_output_stop_at_their_budget(monkeypatch):
+    from prime_runs._report import _build
+
+    episodes = load_jsonl("episodes.jsonl")
+    io: dict[str, list[str | None]] = {}
+    for episode in episodes:
+        io.setdefault(summarize(episode).example.key, _browse.input_target_output(episode))
+    first = next(iter(io.values()))
+    monkeypatch.setattr(_build, "IO_BUDGET", sum(len(t) for t in first if t) + 1)
+    examples = _build._Examples()
+    for episode in episodes:
+        examples.add(summarize(episode).example, io)
+
+    shown = [row for row in examples.rows if row["input"] or row["target"] or row["output"]]
+    assert len(shown) == 1 and len(examples.rows) > 1

@@ -145,7 +145,7 @@ def episode_doc(record: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
-IO_LIMIT = 500  # characters of an example's input, target or output in its table row
+IO_LIMIT = 200  # characters of an example's input, target or output in its table row
 
 
 def _said(messages: Sequence[Any], role: str, last: bool) -> str | None:

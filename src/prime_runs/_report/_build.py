@@ -28,12 +28,18 @@ EPISODE_FIELDS = (
 )  # fmt: skip
 
 
+# Input, target and output of the examples, in characters: 10,000 single-rollout examples
+# would otherwise add up to 6 MB; past this, later examples show none (their episodes do).
+IO_BUDGET = 2_000_000
+
+
 class _Examples:
     """Every example seen in any run, in first-seen order."""
 
     def __init__(self) -> None:
         self.index: dict[str, int] = {}
         self.rows: list[dict[str, Any]] = []
+        self.io_left = IO_BUDGET
 
     def add(self, example: Example, io: dict[str, list[str | None]]) -> int:
         """``io``: the run's input, target and output per example key; the first run that
@@ -42,6 +48,9 @@ class _Examples:
         if position is None:
             position = self.index[example.key] = len(self.rows)
             given, target, output = io.get(example.key) or (None, None, None)
+            self.io_left -= sum(len(text) for text in (given, target, output) if text)
+            if self.io_left < 0:
+                given = target = output = None
             self.rows.append(
                 {
                     "key": example.key,
