@@ -190,7 +190,9 @@ def test_an_episode_over_the_request_ceiling_goes_as_one_row_per_trace(
     rows = prime_env.samples(run.id)
     per_trace = [r for r in rows if r["episode_id"] == big["id"]]
     assert sorted(r["sample_id"] for r in per_trace) == sorted(m["id"] for m in big["traces"])
-    assert {r["rollout_number"] for r in per_trace} == {1}
+    # One rollout: every row of the episode has the same number (which one depends on
+    # whether the other episode of its example was delivered first).
+    assert len({r["rollout_number"] for r in per_trace}) == 1
     assert all("native_wrapper" not in (r["info"] or {}) for r in per_trace)
     assert [r["sample_id"] for r in rows].count(EPISODES[1]["id"]) == 1
     assert all(r.body_size <= 26_214_400 for r in prime_env.requests_for("samples_append"))

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 import prime_runs as pr
-from prime_runs import _delivery
+from prime_runs import _otel_private
 from prime_runs.testing import StandInPlatform
 
 
@@ -42,7 +42,7 @@ def test_the_runs_own_full_queue_says_nothing_and_loses_nothing(
     run = pr.init(name="full-queue", environments=["gsm8k"], model="m", framework="f")
     # Counts the line ahead of the SDK's filter: proof that the queues did overflow.
     overflowed = _CountQueueFull()
-    for name in _delivery._PROCESSOR_LOGGERS:
+    for name in _otel_private.BATCH_PROCESSOR_LOGGERS:
         logging.getLogger(name).filters.insert(0, overflowed)
         request.addfinalizer(lambda name=name: logging.getLogger(name).removeFilter(overflowed))
     prime_env.stall(None, 30)  # the first exports hang: the one-span queues overflow

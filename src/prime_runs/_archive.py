@@ -34,6 +34,7 @@ from collections.abc import Container, Iterable, Iterator
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from . import _lease
 from ._nofollow import open_for_reading, segment_paths
 from .errors import JournalError
 
@@ -215,6 +216,7 @@ class RunArchive:
         self._segments: dict[str, _Appender] = {}
         self._acks: _Appender | None = None
         self._files = 0  # appenders opened by this process, for fresh names after a failure
+        self._leased: list[str] = []  # segments of this process whose lease it holds
 
     # -- documents ---------------------------------------------------------------
 
@@ -260,6 +262,7 @@ class RunArchive:
             self._segments = {}
             self._acks = None
             self._files = 0
+            self._leased = []
             self._lock = threading.Lock()
 
     def append(self, kind: str, data: bytes) -> RecordKey:
@@ -274,6 +277,9 @@ class RunArchive:
                 segment = self._segments[kind] = _Appender(
                     self.path, self._new_name(RECORDS_DIR, f"{kind}-")
                 )
+                # Until this journal closes, only this process delivers the segment.
+                _lease.hold(self.path, segment.path.name)
+                self._leased.append(segment.path.name)
             try:
                 offset = segment.write_line(data)
             except OSError:
@@ -311,7 +317,10 @@ class RunArchive:
                     self._acks = None
                 raise
 
-    def close(self) -> None:
+    def close(self, *, linger: bool = False) -> None:
+        """Close this process's files and give up its segments' leases (nothing of theirs
+        is in flight any more), or with ``linger`` keep them a while (a request of theirs
+        may still land: see ``_lease``); a later append or ack opens fresh files."""
         with self._lock:
             for segment in self._segments.values():
                 segment.close()
@@ -319,6 +328,11 @@ class RunArchive:
                 self._acks.close()
             self._segments = {}
             self._acks = None
+            leased, self._leased = self._leased, []
+        if linger:
+            _lease.linger(self.path, leased)
+        else:
+            _lease.release(self.path, leased)
 
     # -- reading -----------------------------------------------------------------
 

@@ -2,7 +2,8 @@
 OpenTelemetry's own ``BatchSpanProcessor``.
 
 Live, every record becomes a small span (the run id and the record's ledger handle; the
-payload stays beside it in the ledger) handed to one ``BatchSpanProcessor`` per sink, whose
+payload stays beside it in the ledger) handed to the process's ``BatchSpanProcessor`` of each sink
+(``_pipeline``), whose
 exporter (``prime_runs.exporters``) claims the records from the ledger and delivers them
 through the sink's channel. The processor may drop on a full queue, swallow exceptions or
 clear its queue after a fork: the ledger still knows every record a sink has not settled. A
@@ -14,19 +15,16 @@ through the same channel, within the caller's deadline.
 from __future__ import annotations
 
 import logging
-import os
 import secrets
 import threading
 import time
 from collections.abc import Callable
 from typing import Any
 
-from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import ReadableSpan
-from opentelemetry.sdk.trace.export import BatchSpanProcessor
 from opentelemetry.trace import SpanContext, TraceFlags
 
-from . import _registry, semconv
+from . import _pipeline, _registry, semconv
 from ._archive import RunArchive
 from ._ledger import Ledger
 from .exporters._base import Item, Outcome, Sink
@@ -34,70 +32,13 @@ from .exporters._channel import Channel
 
 logger = logging.getLogger("prime_runs")
 
-# BatchSpanProcessor defaults for this workload, each overridden by its OTEL_BSP_* variable.
-# Let a batch fill for a moment: a few large requests cost far less (CPU, GIL hand-offs,
-# requests) than one per record, and flush()/finish() do not wait for the delay.
-SCHEDULE_DELAY_MILLIS = 200
-# A span on this path is a few hundred bytes (the payload is beside it), so a batch of this
-# many is one request or a few; the sinks split by bytes themselves.
-MAX_EXPORT_BATCH_SIZE = 2048
-# OpenTelemetry's own default: one batch. What a full queue drops is delivered from the
-# ledger by the next export (or at flush/finish), so a longer queue would only hold more
-# memory (a span here is about 600 bytes).
-MAX_QUEUE_SIZE = 2048
-_ENV = {
-    "max_queue_size": ("OTEL_BSP_MAX_QUEUE_SIZE", MAX_QUEUE_SIZE),
-    "schedule_delay_millis": ("OTEL_BSP_SCHEDULE_DELAY", SCHEDULE_DELAY_MILLIS),
-    "max_export_batch_size": ("OTEL_BSP_MAX_EXPORT_BATCH_SIZE", MAX_EXPORT_BATCH_SIZE),
-}
 # One delivery takes at most this much of a batch (a flush or finish too): a stalled
 # request then holds a bounded part of the run's records and their projected rows.
 BATCH_ITEMS = 2_000
 BATCH_BYTES = 4 * 1024 * 1024
 _POLL = 0.25  # how often a drain looks at the sinks' progress
-_RESOURCE = Resource.get_empty()
 
 OutcomeHandler = Callable[[Channel, Outcome], None]
-
-# Set while this thread hands a record's span to the run's own processors.
-_handing = threading.local()
-# Where OpenTelemetry's batch processors log "Queue full, dropping Span." (newer and older SDKs).
-_PROCESSOR_LOGGERS = ("opentelemetry.sdk._shared_internal", "opentelemetry.sdk.trace.export")
-
-
-class _OwnQueueDrops(logging.Filter):
-    """Hides "Queue full, dropping Span." from the run's own processors: what their queue
-    drops is delivered from the ledger by the next export or at flush/finish, so the line
-    would announce a loss that is none. A user's own processors still log it."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        return not getattr(_handing, "active", False)
-
-
-def _install_filter() -> None:
-    for name in _PROCESSOR_LOGGERS:
-        # First in line: OpenTelemetry's duplicate filter must not count a hidden line
-        # against a user's identical one.
-        logging.getLogger(name).filters.insert(0, _OwnQueueDrops())
-
-
-_install_filter()
-
-
-def batch_settings() -> dict[str, int]:
-    """The ``BatchSpanProcessor`` settings: ``OTEL_BSP_*`` where set (and valid), else ours."""
-    chosen: dict[str, int] = {}
-    for arg, (env, default) in _ENV.items():
-        raw = os.environ.get(env, "").strip()
-        try:
-            value = int(raw) if raw else default
-        except ValueError:
-            logger.warning("prime-runs: %s=%r is not an integer; using %d", env, raw, default)
-            value = default
-        chosen[arg] = value if value > 0 else default
-    # The SDK refuses a batch larger than the queue.
-    chosen["max_export_batch_size"] = min(chosen["max_export_batch_size"], chosen["max_queue_size"])
-    return chosen
 
 
 class Delivery:
@@ -119,7 +60,7 @@ class Delivery:
         self._on_late = on_late
         self._on_retired = on_retired
         self.channels: dict[str, Channel] = {}
-        self._processors: dict[str, BatchSpanProcessor] = {}
+        self._processors: dict[str, Any] = {}  # the process's, per sink (``_pipeline``)
         self.ledger = Ledger((), archive)
         self._trace_id = int.from_bytes(secrets.token_bytes(16), "big") or 1
 
@@ -130,17 +71,13 @@ class Delivery:
 
     def attach(self, sinks: list[Sink]) -> None:
         """Deliver to ``sinks`` (called once, before the first record)."""
-        from .exporters._exporter import exporter_for  # the public classes import this package
-
         for sink in sinks:
             self.channels[sink.name] = Channel(sink, on_outcome=self._settled, on_late=self._late)
         self.ledger = Ledger(list(self.channels), self._archive)
         if not self.channels:
             return
         _registry.register(self.run_id, self)
-        settings = batch_settings()
-        for name in self.channels:
-            self._processors[name] = BatchSpanProcessor(exporter_for(name), **settings)
+        self._processors = {name: _pipeline.processor(name) for name in self.channels}
 
     # -- the live path -----------------------------------------------------------------
 
@@ -161,47 +98,46 @@ class Delivery:
             # Sampled whatever the user's head sampler says: delivery never depends on it.
             context=SpanContext(self._trace_id, ref + 1, False, TraceFlags(TraceFlags.SAMPLED)),
             attributes={semconv.RUN_ID: self.run_id, semconv.RECORD_REF: ref},
-            resource=_RESOURCE,
+            resource=_pipeline.RESOURCE,
         )
-        _handing.active = True
-        try:
-            for name in open_:
-                processor = self._processors.get(name)
-                if processor is not None:
-                    processor.on_end(span)
-        finally:
-            _handing.active = False
+        _pipeline.hand(span, [self._processors[n] for n in open_ if n in self._processors])
         return True
 
-    def export(self, sink: str, refs: list[int]) -> bool:
+    def export(self, sink: str, refs: list[int], until: float) -> bool:
         """Deliver the records ``refs`` to ``sink`` (an exporter's ``export``), then the older
-        ones the span queue dropped; False when some of them are not stored (yet)."""
+        ones the span queue dropped, until ``until`` (``time.monotonic()``); False when some
+        of them are not stored (yet): they stay owed, for the next export or flush."""
         channel = self.channels.get(sink)
         if channel is None:
             return True
         limits = {"max_items": BATCH_ITEMS, "max_bytes": BATCH_BYTES}
         remaining = iter(refs)  # each claim takes the next requests' worth
-        ok = self._deliver_claims(channel, lambda: self.ledger.claim(sink, remaining, **limits))
-        if refs:
+        claim = lambda: self.ledger.claim(sink, remaining, **limits)  # noqa: E731
+        ok = self._deliver_claims(channel, claim, until)
+        if refs and time.monotonic() < until:
             # A full queue drops its oldest spans. Their records are older than this batch's
             # newest and no delivery holds them: deliver them now, not at flush/finish.
             newest = max(refs)
             caught_up = self._deliver_claims(
-                channel, lambda: self.ledger.claim_dropped(sink, newest, **limits)
+                channel, lambda: self.ledger.claim_dropped(sink, newest, **limits), until
             )
             ok = caught_up and ok
         return ok
 
-    def _deliver_claims(self, channel: Channel, claim: Callable[[], list[Item]]) -> bool:
-        """Deliver what ``claim`` gives until it gives nothing (and the records the channel
-        keeps for a resend); False when some are not stored (yet)."""
+    def _deliver_claims(
+        self, channel: Channel, claim: Callable[[], list[Item]], until: float
+    ) -> bool:
+        """Deliver what ``claim`` gives until it gives nothing or ``until`` passes (and the
+        records the channel keeps for a resend); False when some are not stored (yet)."""
         items = claim()
         if not items and not channel.held():
             return True
         ok = True
         while True:
-            outcome = channel.deliver(items)
+            outcome = channel.deliver(items, until)
             ok = ok and not outcome.unsent
+            if time.monotonic() >= until:
+                return False  # out of time: what is left stays owed
             items = claim()
             if not items:
                 return ok and not channel.held()
@@ -309,13 +245,6 @@ class Delivery:
             n = self.ledger.close(name)
             if n:
                 left[name] = n
-        for processor in self._processors.values():
-            # Its queue holds only spans of records settled above; its shutdown joins a
-            # worker that may sit in a stalled request, so nobody waits for it.
-            try:
-                threading.Thread(target=_shutdown, args=(processor,), daemon=True).start()
-            except RuntimeError:  # interpreter shutdown: the process is going away anyway
-                pass
         _registry.unregister(self.run_id, self)
         _registry.forget_origins(self)
         return left
@@ -326,10 +255,3 @@ class Delivery:
         self.ledger.after_fork()
         for channel in self.channels.values():
             channel.after_fork()
-
-
-def _shutdown(processor: BatchSpanProcessor) -> None:
-    try:
-        processor.shutdown()
-    except Exception:
-        logger.debug("prime-runs: stopping a batch processor failed", exc_info=True)

@@ -22,6 +22,7 @@ from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapProp
 from . import _exit, semconv
 from ._archive import RunArchive
 from ._open import RunOptions, archive_root, wire_sinks
+from ._provenance import upload_context
 from ._state import Identity, RunState
 from .errors import ConfigurationError
 from .platform.lifecycle import Registration
@@ -131,6 +132,6 @@ def join_state(
             settings,
             Registration(run_id, run_id, None),
             opts,
-            context={"source": "prime-runs", "run_type": "eval"},
+            context=upload_context(run_type="eval", resource=opts.resource),
         )
     return state

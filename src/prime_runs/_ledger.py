@@ -8,7 +8,8 @@ unsettled (stored, rejected for its own sake, or given up on) and knows which re
 delivery has claimed, so the live queue, ``flush()``/``finish()`` and a user's exporter
 never send one record twice, and a live export (``claim_dropped``) or ``finish()``
 delivers what the queue dropped without reading the whole journal. A burst therefore
-costs about ten bytes a record beyond the bytes kept in memory.
+costs about fourteen bytes a record beyond the bytes kept in memory, and a claim reads back
+at most its byte budget (or one record larger than it).
 
 Without a journal the bytes are the only copy: a record that does not fit the bound is
 refused (``add`` returns None) and counted as dropped by the caller.
@@ -47,6 +48,7 @@ RECENT_BYTES = 8 * 1024 * 1024
 _OFFSET_BITS = 40  # a journal key packed as segment number << 40 | offset
 _NONE = -1  # no journal key: the record is held in memory
 _COMPACT = 65_536  # settled slots dropped from the front at a time
+_MAX_SIZE = 2**32 - 1  # what a size slot holds (records are far smaller)
 
 
 class Ledger:
@@ -67,6 +69,9 @@ class Ledger:
         self._held: dict[int, Item] = {}
         self._held_bytes = 0
         self._lite = array("q")  # per slot: the packed journal key, or _NONE
+        # Per slot: the record's size, so a claim of journal-only records is bounded in
+        # bytes before they are read back (a 20 MB record is claimed alone).
+        self._sizes = array("I")
         self._waiting = {s: bytearray() for s in self._sinks}  # per slot: 1 while waiting
         self._count = dict.fromkeys(self._sinks, 0)
         self._low = dict.fromkeys(self._sinks, base)  # no record before it waits
@@ -112,6 +117,7 @@ class Ledger:
                 self._lite.append(_NONE)
             else:
                 self._lite.append(self._pack(key, exact))  # type: ignore[arg-type]
+            self._sizes.append(min(len(data), _MAX_SIZE))
             for sink in self._sinks:
                 flag = sink in wanted and sink not in self._closed
                 self._waiting[sink].append(flag)
@@ -192,7 +198,7 @@ class Ledger:
                 size += len(item.data)
             else:
                 lite.append((ref, self._lite[ref - self._base]))
-                size += 1024
+                size += self._sizes[ref - self._base]
             if len(out) + len(lite) >= max_items or size >= max_bytes:
                 break
         return out, lite
@@ -298,6 +304,7 @@ class Ledger:
         cut = min(self._low.values()) - self._base
         if cut >= _COMPACT:
             del self._lite[:cut]
+            del self._sizes[:cut]
             for s in self._sinks:
                 del self._waiting[s][:cut]
             self._base += cut

@@ -15,6 +15,7 @@ from typing import Any
 
 from ._archive import RunArchive
 from ._argcheck import check_arguments
+from ._provenance import upload_context
 from ._runconfig import capture_config
 from ._state import RAISE, WARN, Identity, RunState
 from ._version import __version__
@@ -53,6 +54,8 @@ class RunOptions:
     traces: bool = True
     samples: bool = True
     journal: bool = True
+    # The run's OpenTelemetry Resource, as upload provenance (``_provenance``).
+    resource: Mapping[str, str] = field(default_factory=dict)
     from_span: bool = False  # a raw `run` span, not init(): hints name span attributes
 
 
@@ -116,6 +119,7 @@ def describe(
         "kind": "eval",
         "created_at": time.time(),
         "sdk": f"prime-runs {__version__}",
+        "resource": dict(opts.resource),
     }
 
 
@@ -284,12 +288,9 @@ def _closer(
 
 
 def _upload_context(opts: RunOptions) -> dict[str, str]:
-    context = {"source": "prime-runs", "run_type": "eval"}
-    if opts.framework:
-        context["framework"] = str(opts.framework)
-    if opts.model:
-        context["model"] = str(opts.model)
-    return context
+    return upload_context(
+        run_type="eval", framework=opts.framework, model=opts.model, resource=opts.resource
+    )
 
 
 def wire_sinks(

@@ -215,13 +215,15 @@ class RunState:
         it as unsent, so only the archive learns what landed (sync will not resend it)."""
         if self.journal is not None:
             self.journal.settle_late(channel.name, outcome)
+        self._release_journal()
 
     # -- flush and finish ---------------------------------------------------------
 
     def flush(self, timeout: float | None) -> bool:
         deadline = time.monotonic() + _finishing.budget(timeout, DEFAULT_FINISH_TIMEOUT)
         self.delivery.drain(deadline)
-        return not self.delivery.pending()
+        # Stored everywhere: nothing waits, and no sink gave up on (or refused) a record.
+        return not self.delivery.pending() and not any(self.counters.failed.values())
 
     def finish(
         self,
@@ -275,7 +277,21 @@ class RunState:
             self._closed = closed
             self._write_final_status()
         self._warn_losses()
+        self._release_journal()
         return True
+
+    def _release_journal(self) -> None:
+        """Once the run is finished and no request of its is in flight: close its journal
+        files and give up its segments' leases, so `prime-runs sync` may deliver what is
+        left. A request still in flight keeps them until it settles (``on_late_outcome``)."""
+        if self.archive is None or not self.finished:
+            return
+        if any(c.delivering() for c in self.delivery.channels.values()):
+            return
+        # A request that went unanswered may still land: sync waits a while before it
+        # takes those segments over.
+        channels = self.delivery.channels.values()
+        self.archive.close(linger=any(c.in_doubt for c in channels))
 
     def _stored_any(self) -> bool:
         return self.counters.stored_any()

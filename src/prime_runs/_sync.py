@@ -27,17 +27,23 @@ failure so the damage is seen.
 from __future__ import annotations
 
 import logging
-import os
 import time
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ._archive import REJECTED, SKIPPED, RecordKey, RunArchive, open_in_run, settled_name
+from . import _lease
+from ._archive import (
+    RECORDS_DIR,
+    REJECTED,
+    SKIPPED,
+    RecordKey,
+    settled_name,
+)
 from ._encode import encode, kind_of, traces_problem
 from ._lines import parse_record
 from ._progress import Progress
+from ._provenance import from_resource, upload_context
 from ._runinfo import SAMPLES, SINK_LABELS, TRACES, RunInfo, inspect
 from ._sync_close import close_run
 from ._sync_readback import Candidate, Unreadable, held_by_traces, rollout_counters, sample_ids
@@ -52,7 +58,8 @@ from .settings import Settings
 CHUNK_RECORDS = 256
 CHUNK_BYTES = 16 * 1024 * 1024  # under the traces sink's 30 MiB target: one request a chunk
 CHUNK_TIMEOUT = 300.0
-LOCK_FILE = ".sync.lock"
+# How long a sync waits for a live process to finish delivering its segments (see _lease).
+LEASE_WAIT = 5.0
 
 logger = logging.getLogger("prime_runs")
 
@@ -84,7 +91,7 @@ def sync_run(
     if info.running:
         return SyncReport(run_id, False, _still_running(info), skipped=True)
     try:
-        with _locked(info.archive) as got:
+        with _lease.sync_lock(info.archive.path) as got:
             if not got:
                 return SyncReport(
                     run_id, False, "another prime-runs sync is working on it", skipped=True
@@ -112,25 +119,6 @@ def _still_running(info: RunInfo) -> str:
     return f"still running (pid {info.status_doc.get('pid')}); not touched"
 
 
-@contextmanager
-def _locked(archive: RunArchive) -> Iterator[bool]:
-    try:
-        import fcntl
-    except ImportError:  # no advisory locks here: rely on the user not racing two syncs
-        yield True
-        return
-    fd = open_in_run(archive.path, LOCK_FILE, os.O_RDWR | os.O_CREAT)  # never via a link
-    try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            yield False
-            return
-        yield True
-    finally:
-        os.close(fd)  # releases the lock
-
-
 class _Syncer:
     def __init__(
         self,
@@ -152,6 +140,8 @@ class _Syncer:
         self.notes: list[str] = []
         self.eval_id = ""
         self._marked: set[str] = set()
+        self.busy: dict[str, int] = {}  # segment -> pid of the live process delivering it
+        self.left = 0  # pending records left to that process
 
     # -- the whole run ------------------------------------------------------------------
 
@@ -241,6 +231,8 @@ class _Syncer:
             | acks.get(settled_name(sink, SKIPPED), set())
             for sink in active
         }
+        segments = sorted(p.name for p in (self.archive.path / RECORDS_DIR).glob("*.jsonl"))
+        self.busy = _lease.wait_free(self.archive.path, segments, LEASE_WAIT)
         total = sum(info.pending[sink] for sink in active)
         what = ", ".join(f"{info.pending[s]} {SINK_LABELS[s]}" for s in active)
         self.progress.start(info.run_id, total, what)
@@ -268,6 +260,13 @@ class _Syncer:
         finally:
             for sink in sinks.values():
                 sink.close()
+        if self.left:
+            pids = ", ".join(str(p) for p in sorted(set(self.busy.values())))
+            failures.append(
+                f"{self.left} records were left to the live process (pid {pids}) still "
+                "delivering them; run `prime-runs sync` again once it has exited (or in "
+                "two minutes)"
+            )
         return failures
 
     def _stream(
@@ -285,6 +284,9 @@ class _Syncer:
         for key, _kind, data in self.archive.iter_records():
             wanted = [s for s in sinks if key not in done[s]]
             if not wanted:
+                continue
+            if key.segment in self.busy:  # another process may have it in flight
+                self.left += 1
                 continue
             record, problem = parse_record(data)
             if record is None:
@@ -356,11 +358,13 @@ class _Syncer:
             self.rejected.setdefault(sink, []).extend([reason or how] * len(keys))
 
     def _context(self) -> dict[str, str]:
-        context = {"source": "prime-runs", "run_type": str(self.desc.get("kind") or "eval")}
-        for key in ("framework", "model"):
-            if self.desc.get(key):
-                context[key] = str(self.desc[key])
-        return context
+        resource = self.desc.get("resource")
+        return upload_context(
+            run_type=str(self.desc.get("kind") or "eval"),
+            framework=self.desc.get("framework"),
+            model=self.desc.get("model"),
+            resource=from_resource(resource if isinstance(resource, dict) else {}),
+        )
 
     def _mark_started(self, sink: str) -> None:
         # From here on records may land without an ack (a kill mid-request): a rerun reads
@@ -381,7 +385,7 @@ class _Syncer:
             return set()  # nothing of this run was ever sent: nothing to look up
         candidates = []
         for key, _kind, data in self.archive.iter_records():
-            if key in done:
+            if key in done or key.segment in self.busy:
                 continue
             record, _problem = parse_record(data)
             if record is not None and isinstance(record.get("id"), str) and record["id"]:

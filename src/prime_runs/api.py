@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import threading
 import weakref
@@ -17,6 +18,7 @@ from ._argcheck import check_arguments
 from ._ids import ID_GENERATOR
 from ._join import context_to_join, join_state
 from ._open import RunOptions, check_on_error, open_state
+from ._provenance import from_resource
 from ._state import RAISE, RunState
 from ._version import __version__
 from .errors import AmbiguousRunError, ConfigurationError, RunFinishedError
@@ -28,11 +30,12 @@ from .settings import DISABLED
 _lock = threading.Lock()
 _processors: weakref.WeakKeyDictionary[TracerProvider, RunProcessor] = weakref.WeakKeyDictionary()
 _private_provider: TracerProvider | None = None
+_private_pid = 0  # the process that made it
 _current: weakref.ReferenceType[Run] | None = None
 
 
 def _sdk_provider(tracer_provider: object | None) -> TracerProvider:
-    global _private_provider
+    global _private_provider, _private_pid
     if tracer_provider is not None:
         if not isinstance(tracer_provider, TracerProvider):
             raise ConfigurationError(
@@ -46,11 +49,11 @@ def _sdk_provider(tracer_provider: object | None) -> TracerProvider:
     with _lock:
         # No SDK provider configured: use one of our own, never installed globally, so
         # the application can still set its own later.
-        if _private_provider is None or os.getpid() != getattr(_private_provider, "_pr_pid", 0):
+        if _private_provider is None or os.getpid() != _private_pid:
             _private_provider = TracerProvider(
                 shutdown_on_exit=False, id_generator=ID_GENERATOR, sampler=sampler()
             )
-            _private_provider._pr_pid = os.getpid()  # type: ignore[attr-defined]
+            _private_pid = os.getpid()  # a forked child makes its own
         return _private_provider
 
 
@@ -158,6 +161,7 @@ def init(
         if ctx is not None:
             return _join(ctx, opts, tracer_provider, handle_signals)
     provider = _sdk_provider(tracer_provider)  # checked before anything is created
+    opts = dataclasses.replace(opts, resource=from_resource(provider.resource))
     state = open_state(opts)
     if state is None:
         return Run(None, span=trace.INVALID_SPAN, tracer=None, mode=DISABLED, name=name)
@@ -201,15 +205,16 @@ def _join(
     from opentelemetry import baggage
 
     run_id = str(baggage.get_baggage(semconv.BAGGAGE_RUN_ID, ctx))
-    defaults = {
+    defaults: dict[str, Any] = {
         k: getattr(opts, k)
         for k in ("dir", "on_error", "api_key", "base_url", "traces", "samples", "journal")
     }
+    provider = _sdk_provider(tracer_provider)
+    defaults["resource"] = from_resource(provider.resource)
     state = join_state(run_id, ctx, defaults)
     parent = trace.get_current_span(ctx)
     if state is None:
         return Run(None, span=parent, tracer=None, mode=DISABLED, run_id=run_id)
-    provider = _sdk_provider(tracer_provider)
     # Spans under the joined context reach the processor as remote children: hand it
     # this state so it does not open a second one for the same run.
     _add_processor(provider, {}).adopt(run_id, state)

@@ -27,6 +27,7 @@ from ._encode import encode
 from ._genai import GenAICollector
 from ._limits import count_limit, cut_by_limit, cut_message, dropped_message, events_message
 from ._open import RunOptions, open_state
+from ._provenance import from_resource
 from ._state import RunState
 from .errors import PrimeRunsError
 from .sampling import note_run_ended, note_run_started
@@ -40,6 +41,13 @@ SHUTDOWN_TIMEOUT = 30.0  # seconds shutdown() may take in all, as OpenTelemetry'
 SHUTDOWN_REASON = "the tracer provider shut down before the run span ended"
 SDK_SCOPE = "prime_runs"  # the tracer of init() runs, whose record spans carry no payload
 
+# Which run a span belongs to, for every RunProcessor of the process: a span made on one
+# provider under a run of another (pr.init()'s own provider, a second SDK provider) is
+# found by the processor of its own provider. Each processor still owns (closes, flushes)
+# only the runs it opened.
+_RUN_SPANS: dict[int, RunState] = {}
+_MEMBER_SPANS: dict[int, RunState] = {}
+
 
 class RunProcessor(SpanProcessor):
     """Registers and closes runs, and ingests records logged as raw spans.
@@ -51,8 +59,7 @@ class RunProcessor(SpanProcessor):
     def __init__(self, **defaults: Any) -> None:
         self._defaults = defaults
         self._lock = threading.Lock()
-        self._runs: dict[int, RunState] = {}
-        self._members: dict[int, RunState] = {}
+        self._runs: dict[int, RunState] = {}  # the runs this processor opened
         self._joined: dict[str, RunState] = {}
         # The kinds of limit already reported per run (one report each; every loss counted).
         self._limit_reported: weakref.WeakKeyDictionary[RunState, set[str]] = (
@@ -67,7 +74,7 @@ class RunProcessor(SpanProcessor):
         if span_context is None or not span_context.is_valid:
             return None
         sid = span_context.span_id
-        return self._runs.get(sid) or self._members.get(sid)
+        return _RUN_SPANS.get(sid) or _MEMBER_SPANS.get(sid)
 
     def open_runs(self) -> list[RunState]:
         with self._lock:
@@ -83,13 +90,14 @@ class RunProcessor(SpanProcessor):
             parent = span.parent
             if parent is None:
                 return
-            state = self._runs.get(parent.span_id) or self._members.get(parent.span_id)
+            run = _RUN_SPANS.get(parent.span_id)
+            state = run or _MEMBER_SPANS.get(parent.span_id)
             if state is None and parent.is_remote:
                 state = self._join(parent_context)
             if state is not None:
-                self._members[span.context.span_id] = state
+                _MEMBER_SPANS[span.context.span_id] = state
                 if not _sdk_record_span(span):  # never a GenAI episode, even if its attributes
-                    self._genai.on_start(span, state, parent.span_id in self._runs)  # are cut
+                    self._genai.on_start(span, state, run is not None)  # are cut
         except Exception:
             logger.warning("prime-runs: could not track a span", exc_info=True)
 
@@ -101,6 +109,7 @@ class RunProcessor(SpanProcessor):
             if span.name == semconv.RUN_SPAN:
                 with self._lock:
                     state = self._runs.pop(context.span_id, None)
+                    _RUN_SPANS.pop(context.span_id, None)
                 if state is not None:
                     note_run_ended(context.trace_id)
                     self._ingest_events(state, span)  # before the run closes
@@ -109,7 +118,7 @@ class RunProcessor(SpanProcessor):
                     warn_if_empty(state)
                     self._finish_raw(state, span)
                 return
-            state = self._members.pop(context.span_id, None)
+            state = _MEMBER_SPANS.pop(context.span_id, None)
             if state is None:
                 return
             payload = None
@@ -156,6 +165,7 @@ class RunProcessor(SpanProcessor):
         _exit.track_state(state)  # reset in forked children, drained there at exit
         with self._lock:
             self._runs[span.context.span_id] = state
+            _RUN_SPANS[span.context.span_id] = state
         span.set_attribute(semconv.RUN_ID, state.run_id)
         span.set_attribute(semconv.RUN_MODE, state.identity.mode)
         span.set_attribute(semconv.RUN_TYPE, state.identity.kind)
@@ -181,6 +191,7 @@ class RunProcessor(SpanProcessor):
             "description": attrs.get(semconv.RUN_DESCRIPTION),
             "tags": list(attrs.get(semconv.RUN_TAGS) or ()),
             "config": config,
+            "resource": from_resource(span.resource),
             **self._defaults,
         }
         options["on_error"] = "warn"  # a span hook never raises

@@ -9,9 +9,8 @@ from typing import Any
 
 from opentelemetry import context as otel_context
 from opentelemetry import trace
-from opentelemetry.trace import Status, StatusCode
 
-from . import _exit, _records, semconv
+from . import _closeouts, _exit, _records, semconv
 from ._emptyrun import warn_if_empty
 from ._encode import EPISODE, encode
 from ._finishing import DEFAULT_FINISH_TIMEOUT, check_timeout
@@ -247,9 +246,12 @@ class Run:
     def flush(self, timeout: float | None = 30.0) -> bool:
         """Wait until every record logged so far is acknowledged (or ``timeout``).
 
-        Returns whether everything was sent. Under ``on_error="raise"`` the first
-        contained error is raised here. ``timeout`` is seconds ``>= 0`` (``None``: 300 s;
-        ``inf``: up to 24 hours); ``nan`` or a negative number raises ``ConfigurationError``.
+        Returns whether every record logged so far is stored by every sink: False while
+        some wait, or when a sink refused some or stopped for the run (``failed_records``
+        says which; the journal keeps them for ``prime-runs sync``). Under
+        ``on_error="raise"`` the first contained error is raised here. ``timeout`` is
+        seconds ``>= 0`` (``None``: 300 s; ``inf``: up to 24 hours); ``nan`` or a negative
+        number raises ``ConfigurationError``.
         """
         seconds = check_timeout(timeout, default=DEFAULT_FINISH_TIMEOUT, what="flush")
         if self._state is None:
@@ -301,15 +303,7 @@ class Run:
         self.finish(None, RunStatus.FAILED, error)
 
     def _end_span(self, status: RunStatus, reason: str | None) -> None:
-        try:
-            self._span.set_attribute(semconv.RUN_STATUS, status.value)
-            if status is RunStatus.COMPLETED:
-                self._span.set_status(Status(StatusCode.OK))
-            elif status in (RunStatus.FAILED, RunStatus.CRASHED):
-                self._span.set_status(Status(StatusCode.ERROR, reason))
-            self._span.end()
-        except Exception:  # a user's processor must not break our finish
-            logger.debug("prime-runs: ending the run span failed", exc_info=True)
+        _closeouts.end_span(self._span, status, reason)  # the one way a run span ends
 
     def crash(self, timeout: float) -> None:
         """Called at interpreter exit for a run that was never finished."""

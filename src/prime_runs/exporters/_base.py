@@ -54,6 +54,9 @@ class Outcome:
     # Settled after the channel was closed: the counters already hold these items as
     # unsent, so only the archive may learn about what landed.
     late: bool = False
+    # A request got no answer (a timeout, a dropped connection): the platform may still
+    # store what it carried, some time later.
+    in_doubt: bool = False
 
 
 class Deadline:

@@ -64,6 +64,7 @@ class Channel:
         self.retired: str | None = None
         self.quiet = False  # retired without it being a loss (service not enabled)
         self.failing = False  # retired after MAX_TRANSIENT_STREAK transient failures
+        self.in_doubt = False  # a request went unanswered: it may still land (see _lease)
 
     def __repr__(self) -> str:
         return f"Channel({self.name!r}, retired={self.retired!r})"
@@ -127,6 +128,8 @@ class Channel:
         except Exception as exc:  # a sink bug must never escape into an exporter's caller
             logger.exception("prime-runs: the %s sink failed unexpectedly", self.name)
             outcome = Outcome(retry=batch, retry_reason=f"{type(exc).__name__}: {exc}")
+        if outcome.in_doubt:
+            self.in_doubt = True
         with self._lock:
             self._apply(outcome)
         return outcome

@@ -15,15 +15,19 @@ Either way the record is claimed from the run's ledger, so the run's own pipelin
 exporter a user placed on their provider deliver it once between them, through the same
 sink. Other spans are ignored.
 
-``export`` never raises: it answers ``SUCCESS`` when every record of the batch is settled
-(stored, or refused for its own sake), ``FAILURE`` when some are not stored yet (they stay
-pending in the run's journal and are delivered at ``flush()``/``finish()`` or by
+``export`` never raises and returns within its timeout (the ``timeout`` argument in
+seconds, else ``OTEL_BSP_EXPORT_TIMEOUT`` in milliseconds, else 30 s), whatever the
+platform does: it answers ``SUCCESS`` when every record of the batch is settled (stored, or
+refused for its own sake), ``FAILURE`` when some are not stored yet (they stay pending in
+the run's journal and are delivered by the next export, at ``flush()``/``finish()`` or by
 ``prime-runs sync``).
 """
 
 from __future__ import annotations
 
 import logging
+import math
+import os
 import time
 from collections.abc import Sequence
 from typing import Any
@@ -32,10 +36,37 @@ from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
 from .. import _registry, semconv
+from ..errors import ConfigurationError
 from .samples import SINK_NAME as SAMPLES
 from .traces import SINK_NAME as TRACES
 
 logger = logging.getLogger("prime_runs")
+
+EXPORT_TIMEOUT_ENV = "OTEL_BSP_EXPORT_TIMEOUT"
+DEFAULT_EXPORT_TIMEOUT = 30.0  # OpenTelemetry's default for OTEL_BSP_EXPORT_TIMEOUT
+
+
+def export_timeout(timeout: float | None = None) -> float:
+    """Seconds one ``export`` may take: ``timeout``, else ``OTEL_BSP_EXPORT_TIMEOUT``."""
+    if timeout is not None:
+        if not isinstance(timeout, (int, float)) or math.isnan(timeout) or timeout <= 0:
+            raise ConfigurationError(f"timeout must be a number of seconds > 0, not {timeout!r}")
+        return float(timeout)
+    raw = os.environ.get(EXPORT_TIMEOUT_ENV, "").strip()
+    try:
+        millis = float(raw) if raw else 0.0
+    except ValueError:
+        millis = 0.0
+    if not millis > 0 or math.isinf(millis):
+        if raw:
+            logger.warning(
+                "prime-runs: %s=%r is not a positive number of milliseconds; using %d",
+                EXPORT_TIMEOUT_ENV,
+                raw,
+                DEFAULT_EXPORT_TIMEOUT * 1000,
+            )
+        return DEFAULT_EXPORT_TIMEOUT
+    return millis / 1000
 
 
 class RunRecordExporter(SpanExporter):
@@ -43,9 +74,16 @@ class RunRecordExporter(SpanExporter):
 
     SINKS: tuple[str, ...] = (TRACES, SAMPLES)
 
-    def __init__(self, sinks: tuple[str, ...] | None = None, *, internal: bool = False) -> None:
+    def __init__(
+        self,
+        sinks: tuple[str, ...] | None = None,
+        *,
+        internal: bool = False,
+        timeout: float | None = None,
+    ) -> None:
         self._stopped = False
         self._sinks = self.SINKS if sinks is None else tuple(sinks)
+        self._timeout = export_timeout(timeout)
         self._warned = False
         if not internal:
             _registry.user_exporter_created()  # from now on, raw spans can be claimed
@@ -60,6 +98,7 @@ class RunRecordExporter(SpanExporter):
     def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
         if self._stopped:
             return SpanExportResult.FAILURE
+        until = time.monotonic() + self._timeout
         try:
             ok = True
             groups, untracked = _by_run(spans)
@@ -73,7 +112,7 @@ class RunRecordExporter(SpanExporter):
                 )
             for delivery, refs in groups.items():
                 for sink in self._sinks:
-                    ok = delivery.export(sink, refs) and ok
+                    ok = delivery.export(sink, refs, until) and ok
             return SpanExportResult.SUCCESS if ok else SpanExportResult.FAILURE
         except Exception:  # an exporter never raises into the batch processor
             logger.exception("prime-runs: %s failed to export a batch", type(self).__name__)
@@ -134,8 +173,8 @@ class PrimeTracesExporter(RunRecordExporter):
 
     SINKS = (TRACES,)
 
-    def __init__(self, *, _internal: bool = False) -> None:
-        super().__init__(internal=_internal)
+    def __init__(self, *, timeout: float | None = None, _internal: bool = False) -> None:
+        super().__init__(internal=_internal, timeout=timeout)
 
 
 class SampleTableExporter(RunRecordExporter):
@@ -144,8 +183,8 @@ class SampleTableExporter(RunRecordExporter):
 
     SINKS = (SAMPLES,)
 
-    def __init__(self, *, _internal: bool = False) -> None:
-        super().__init__(internal=_internal)
+    def __init__(self, *, timeout: float | None = None, _internal: bool = False) -> None:
+        super().__init__(internal=_internal, timeout=timeout)
 
 
 class PrimeRunsExporter(RunRecordExporter):
@@ -161,8 +200,10 @@ class PrimeRunsExporter(RunRecordExporter):
 
     SINKS = (TRACES, SAMPLES)
 
-    def __init__(self, *, attach: bool = True, **settings: Any) -> None:
-        super().__init__()
+    def __init__(
+        self, *, attach: bool = True, timeout: float | None = None, **settings: Any
+    ) -> None:
+        super().__init__(timeout=timeout)
         if attach:
             _attach_to_global_provider(settings)
 

@@ -175,6 +175,7 @@ class TracesSink:
             outcome.retry.extend(batch)
             for rest in work:
                 outcome.retry.extend(rest)
+            outcome.in_doubt = isinstance(error, self._pt.TransportError)
             if isinstance(error, self._pt.TRANSIENT):
                 self._unsettled = batch
                 outcome.retry_reason = _reason(error)

@@ -30,6 +30,7 @@ import httpx
 from opentelemetry import context as otel_context
 
 from .._json import encode_json  # refuses non-finite numbers locally, not as a 400
+from .._otel_private import SUPPRESS_KEYS
 from .._version import __version__
 from ..errors import (
     APIError,
@@ -79,24 +80,12 @@ UNAMBIGUOUS_TRANSPORT_ERRORS: tuple[type[Exception], ...] = (
     httpx.LocalProtocolError,
 )
 
-# How instrumentations decide to stay quiet: the plain key (checked by
-# opentelemetry-instrumentation's is_instrumentation_enabled) plus the API's own keys.
-_SUPPRESS_KEYS: tuple[str, ...] = tuple(
-    key
-    for key in (
-        "suppress_instrumentation",
-        getattr(otel_context, "_SUPPRESS_INSTRUMENTATION_KEY", None),
-        getattr(otel_context, "_SUPPRESS_HTTP_INSTRUMENTATION_KEY", None),
-    )
-    if isinstance(key, str)
-)
-
 
 @contextmanager
 def suppress_instrumentation() -> Iterator[None]:
     """Run the block with OpenTelemetry instrumentation switched off for this context."""
     ctx = otel_context.get_current()
-    for key in _SUPPRESS_KEYS:
+    for key in SUPPRESS_KEYS:
         ctx = otel_context.set_value(key, True, ctx)
     token = otel_context.attach(ctx)
     try:

@@ -1,0 +1,30 @@
+"""Every private OpenTelemetry name prime-runs relies on, in one place.
+
+OpenTelemetry has no public way to do these two things, so the SDK's own private names are
+used, each checked by ``tests/test_otel_private.py`` (which fails if a release changes one):
+
+- ``SUPPRESS_KEYS``: the context keys instrumentations read to stay quiet. The SDK's own
+  uploads are made with them set, so an httpx instrumentation of the user's does not trace
+  them. The public helper (``opentelemetry.instrumentation.utils.suppress_instrumentation``)
+  lives in a package that is not a dependency; it sets the same keys.
+- ``BATCH_PROCESSOR_LOGGERS``: where ``BatchSpanProcessor`` logs "Queue full, dropping Span."
+  (its module's logger in older SDKs, a shared internal one in newer). The line is hidden for
+  the SDK's own processors only: what their queue drops is delivered from the run's ledger.
+"""
+
+from __future__ import annotations
+
+from opentelemetry import context as otel_context
+
+# opentelemetry-instrumentation's is_instrumentation_enabled() reads the plain key too.
+SUPPRESS_KEYS: tuple[str, ...] = tuple(
+    key
+    for key in (
+        "suppress_instrumentation",
+        getattr(otel_context, "_SUPPRESS_INSTRUMENTATION_KEY", None),
+        getattr(otel_context, "_SUPPRESS_HTTP_INSTRUMENTATION_KEY", None),
+    )
+    if isinstance(key, str)
+)
+
+BATCH_PROCESSOR_LOGGERS = ("opentelemetry.sdk._shared_internal", "opentelemetry.sdk.trace.export")

@@ -1,0 +1,99 @@
+"""Memory is bounded in bytes (issue 20): ``finish()`` after a stalled platform reads the
+records back from the journal a claim at a time (a claim is bounded by the records' sizes,
+which the ledger keeps), instead of every pending record at once; what it holds does not
+grow with the run."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+from typing import Any
+
+from prime_runs.testing import StandInPlatform
+
+RECORDS = 30
+RECORD_BYTES = 4 * 1024 * 1024
+# Per sink, a live export and a drain each hold one claim (4 MiB, or one larger record) and
+# its request body; read-backs are kept a moment for the other sink (8 MiB); the sample
+# rows of a claim are encoded beside it. Reading every pending record back at once, as
+# finish() once did, took over 390 MiB here (and grows with the run).
+BUDGET = 160 * 1024 * 1024
+
+
+def _producer(data: Path) -> str:
+    return textwrap.dedent(
+        f"""
+        import copy, json, os, sys, threading, time, tracemalloc
+        import prime_runs as pr
+
+        page = os.sysconf("SC_PAGE_SIZE")
+
+        def rss():
+            with open("/proc/self/statm") as f:
+                return int(f.read().split()[1]) * page
+
+        template = json.load(open({str(data)!r}))
+        run = pr.init(name="big", environments=["gsm8k"], model="m", framework="f")
+        for i in range({RECORDS}):
+            record = copy.deepcopy(template)
+            record["id"] = f"big-{{i}}"
+            for n, member in enumerate(record["traces"]):
+                member["id"] = f"big-{{i}}-{{n}}"
+            record["traces"][0]["completion"] = [
+                {{"role": "assistant", "content": str(i % 10) * {RECORD_BYTES}}}
+            ]
+            run.log_episodes(record)
+            del record
+        print("logged", flush=True)
+        sys.stdin.readline()
+        tracemalloc.start()
+        before, peak, done = rss(), [0], threading.Event()
+
+        def watch():
+            while not done.wait(0.005):
+                peak[0] = max(peak[0], rss())
+
+        watcher = threading.Thread(target=watch, daemon=True)
+        watcher.start()
+        run.finish(timeout=300)
+        done.set()
+        watcher.join(5)
+        held, held_peak = tracemalloc.get_traced_memory()
+        print(json.dumps({{"before": before, "peak": peak[0], "held_peak": held_peak,
+                           "acked": run.acknowledged_records}}), flush=True)
+        """
+    )
+
+
+def test_finish_after_a_stall_reads_the_journal_back_within_a_byte_budget(
+    prime_env: StandInPlatform, episodes: list[dict[str, Any]], tmp_path: Path
+) -> None:
+    data = tmp_path / "template.json"
+    data.write_text(json.dumps(episodes[0]))
+    # Traces uploads wait: the run's records pile up in its journal, past the ledger's bound.
+    prime_env.stall("traces_upload", 600)
+    producer = subprocess.Popen(
+        [sys.executable, "-c", _producer(data)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert producer.stdout.readline().strip() == "logged"
+        prime_env.unstall()
+        out, _ = producer.communicate("go\n", timeout=300)
+    finally:
+        prime_env.unstall()
+        if producer.poll() is None:
+            producer.kill()
+            producer.communicate(timeout=30)
+    result = json.loads(out.strip().splitlines()[-1])
+
+    assert result["acked"] == {"traces": RECORDS, "eval_samples": RECORDS}
+    # What finish() allocated at its peak (Python's own count: the process's RSS also keeps
+    # whatever the C allocator has not handed back to the system).
+    held = result["held_peak"]
+    assert held <= BUDGET, f"finish() held {held / 2**20:.0f} MiB at its peak"

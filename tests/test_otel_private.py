@@ -1,0 +1,72 @@
+"""The private OpenTelemetry names prime-runs relies on (``prime_runs._otel_private``) still
+mean what the SDK means by them: a release that renames or moves one fails here first."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Sequence
+
+from opentelemetry import context as otel_context
+from opentelemetry.instrumentation.utils import (
+    is_http_instrumentation_enabled,
+    is_instrumentation_enabled,
+    suppress_instrumentation,
+)
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
+
+from prime_runs._otel_private import BATCH_PROCESSOR_LOGGERS, SUPPRESS_KEYS
+from prime_runs.platform._http import suppress_instrumentation as our_suppress
+
+
+def test_our_suppression_is_what_instrumentations_read() -> None:
+    assert is_instrumentation_enabled() and is_http_instrumentation_enabled()
+    with our_suppress():
+        assert not is_instrumentation_enabled()
+        assert not is_http_instrumentation_enabled()
+    assert is_instrumentation_enabled()
+
+
+def test_the_public_suppression_sets_the_keys_we_name() -> None:
+    assert len(SUPPRESS_KEYS) == 3
+    with suppress_instrumentation():
+        set_keys = [k for k in SUPPRESS_KEYS if otel_context.get_value(k)]
+    assert set_keys, "none of the keys named in _otel_private is set by the public helper"
+
+
+class _Blocked(SpanExporter):
+    def __init__(self) -> None:
+        self.release = threading.Event()
+
+    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+        self.release.wait(10)
+        return SpanExportResult.SUCCESS
+
+
+def test_a_full_batch_queue_logs_on_a_logger_we_name() -> None:
+    seen: list[str] = []
+
+    class _Catch(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            if "Queue full" in record.getMessage() or "dropp" in record.getMessage().lower():
+                seen.append(record.name)
+
+    handler = _Catch()
+    opentelemetry_logger = logging.getLogger("opentelemetry")
+    opentelemetry_logger.addHandler(handler)
+    exporter = _Blocked()
+    processor = BatchSpanProcessor(exporter, max_queue_size=1, max_export_batch_size=1)
+    provider = TracerProvider()
+    provider.add_span_processor(processor)
+    try:
+        tracer = provider.get_tracer("t")
+        for _ in range(20):
+            tracer.start_span("s").end()
+    finally:
+        exporter.release.set()
+        provider.shutdown()
+        opentelemetry_logger.removeHandler(handler)
+
+    assert seen, "the batch processor dropped spans without a log line"
+    assert set(seen) <= set(BATCH_PROCESSOR_LOGGERS), seen
