@@ -109,7 +109,9 @@ def test_a_deeply_nested_record_the_sdk_accepted_does_not_stop_report(prime_env,
     assert (show.returncode, report.returncode) == (0, 0), report.stderr
     page = (_root() / run_id / "report.html").read_text()
     assert episodes[1]["id"] in page
-    assert sync.returncode in (0, 1), sync.stdout  # 1 only when the service refuses it
+    # Re-encoding it for upload may pass Python's recursion limit in sync's deeper stack
+    # (interpreter-dependent): then it is rejected with that reason, and the rest lands.
+    assert sync.returncode == 0 or "nested too deeply to encode" in sync.stdout, sync.stdout
     assert prime_env.episode_writes.get(episodes[0]["id"]) == 1, (sync.stdout, sync.stderr)
 
 

@@ -116,7 +116,13 @@ def encode(record: object, run_id: str, run_type: str) -> Encoded:
         # orjson's buffer has room to spare (about 1.6x on these records); the ledger may
         # hold thousands of records, so they are kept at their exact size.
         data = bytes(memoryview(data))
-    except (TypeError, ValueError, RecursionError) as exc:
+    except RecursionError as exc:
+        raise RecordError(
+            "record is nested too deeply to encode as JSON here (past Python's recursion "
+            "limit); keep it a few hundred levels deep at most, or store a deep value as a "
+            "JSON string"
+        ) from exc
+    except (TypeError, ValueError) as exc:
         raise RecordError(
             f"record is not JSON-serializable ({exc}); records must hold only strings, "
             "numbers, booleans, None, lists and mappings with string keys: convert the value "
