@@ -141,3 +141,17 @@ def test_show_leaves_out_a_reward_too_large_for_a_float(episodes):
     assert show.returncode == 0
     assert "inf" not in show.stdout
     assert "rewards:      n=1 " in show.stdout
+
+
+def test_ls_leaves_out_a_summary_reward_too_large_for_a_float(episodes):
+    run = pr.init(name="first-hour", environments=["e"], mode="offline", dir=_root())
+    run.log_episodes(episodes[:1])
+    run.finish()
+    status = Path(run.archive_path) / "status.json"
+    status.write_text(status.read_text().replace('"avg_reward":', '"avg_reward": 1e400, "x":'))
+
+    ls = _cli("ls")
+
+    assert ls.returncode == 0
+    (row,) = [line for line in ls.stdout.splitlines() if line.startswith(run.id)]
+    assert row.split()[5] == "-" and "inf" not in row

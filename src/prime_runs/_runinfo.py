@@ -8,6 +8,7 @@ never decoded. ``prime-runs sync`` recomputes the exact pending sets itself.
 from __future__ import annotations
 
 import json
+import math
 import os
 import time
 from dataclasses import dataclass, field
@@ -131,9 +132,10 @@ class RunInfo:
         value = summary.get("avg_reward") if isinstance(summary, dict) else None
         if isinstance(value, (int, float)) and not isinstance(value, bool):
             try:
-                return float(value)
+                number = float(value)
             except OverflowError:  # an integer too large for a float: bad input, not shown
                 return None
+            return number if math.isfinite(number) else None  # 1e400 reads as inf
         return None
 
     def pending_text(self) -> str:
