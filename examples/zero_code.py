@@ -1,7 +1,11 @@
 """Zero-code OpenTelemetry: a run tracked with no prime-runs call in the program.
 
-    OTEL_TRACES_EXPORTER=prime_runs opentelemetry-instrument python examples/zero_code.py
-    OTEL_TRACES_EXPORTER=console,prime_runs opentelemetry-instrument python examples/zero_code.py
+    OTEL_TRACES_EXPORTER=prime_runs OTEL_METRICS_EXPORTER=none OTEL_LOGS_EXPORTER=none \\
+        opentelemetry-instrument python examples/zero_code.py
+
+(``OTEL_TRACES_EXPORTER=console,prime_runs`` prints the spans too.) ``opentelemetry-distro``
+defaults metrics and logs to OTLP, whose exporter a plain install lacks: ``none`` keeps
+OpenTelemetry's setup from failing on them.
 
 ``opentelemetry-instrument`` (from ``opentelemetry-distro``) sets up the SDK's tracer
 provider and builds the exporters ``OTEL_TRACES_EXPORTER`` names. ``prime_runs`` is

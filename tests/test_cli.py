@@ -110,7 +110,8 @@ def test_show_describes_the_run(tmp_path, episodes, capsys):
     assert fields["environments"] == "gsm8k, alice/math"
     assert fields["model"] == "Qwen/Qwen3-8B"
     assert fields["framework"] == "verifiers"
-    assert fields["config"] == "{sampling, seed}"
+    assert fields["config"] == 'sampling={"t": 0.7}'
+    assert f"  {'':<14}seed=3" in out.splitlines()  # every value, one per line
     assert fields["status"] == "failed (not closed on the platform yet)"
     assert fields["error"] == "ValueError: boom"
     assert fields["records"] == "20 (20 episodes)"

@@ -68,13 +68,27 @@ def test_the_python_example_runs_against_a_service_that_checks_the_time_window(p
     ],
     ids=["no-id", "no-start", "member-without-id"],
 )
-def test_the_local_checks_listed_refuse_as_documented(prime_env, record, reason):
-    run = pr.init(name="records-doc", environments=["my-env"], model="m", framework="f")
+@pytest.mark.parametrize("mode", ["online", "offline"])
+def test_the_local_checks_listed_refuse_at_log_time_online_and_offline(
+    prime_env, record, reason, mode
+):
+    run = pr.init(name="records-doc", environments=["my-env"], model="m", framework="f", mode=mode)
 
     run.log_traces([record])
     run.finish()
 
-    assert run.failed_records.get("traces") == 1
-    assert any(reason in error for error in run.errors), run.errors
+    assert run.logged_records == 0 and run.failed_records == {}
+    (error,) = run.errors[:1]
+    assert error.startswith(f"a record was not logged: {reason}"), run.errors
+    assert "docs/records.md" in error
     assert prime_env.requests_for("traces_upload") == []  # refused before any request
     assert reason.split(":")[0] in DOC.read_text("utf-8")
+
+
+@pytest.mark.parametrize("mode", ["online", "offline"])
+def test_on_error_raise_raises_the_same_record_error_online_and_offline(prime_env, mode):
+    run = pr.init(name="records-doc", environments=["e"], mode=mode, on_error="raise")
+
+    with pytest.raises(pr.RecordError, match="needs a non-empty string `id`; give each record"):
+        run.log_episodes([{"prompt": "2+2?", "completion": "4", "reward": 1.0}])
+    run.finish()

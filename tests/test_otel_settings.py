@@ -107,7 +107,7 @@ def test_a_record_cut_by_the_length_limit_is_reported_naming_it(variable, tmp_pa
     proc = run_script(tmp_path, LIMIT_SCRIPT, {variable: "64"})
     assert proc.returncode == 0, proc.stderr
     assert proc.stderr.count(f"was cut by {variable}=64") == 1  # once, then counted
-    assert "5 records were not logged: 5 invalid" in proc.stderr
+    assert "5 records were not logged: 5 refused as bad input" in proc.stderr
     assert "ended with no records: all 5 records logged into it were refused" in proc.stderr
     by_name = {
         json.loads((a.path / "run.json").read_text())["name"]: a for a in list_runs(isolated_env)

@@ -10,6 +10,7 @@ without running. The tests skip only when the browser binary is absent.
 from __future__ import annotations
 
 import copy
+import json
 import os
 import re
 import subprocess
@@ -165,12 +166,12 @@ def test_the_example_table_sorts_and_filters(report, open_page):
     opened = open_page(report)
     page = opened.page
     headers = page.eval_on_selector_all("#examples th", "ths => ths.map(t => t.textContent)")
-    mean = headers.index("Mean reward") + 1
+    mean = headers.index("Mean reward ± SE") + 1
     page.click("#examples th >> text=Mean reward")
-    values = [float(v) for v in _column(page, mean)]
+    values = [float(v.split(" ± ")[0]) for v in _column(page, mean)]
     assert values == sorted(values) and values[0] < values[-1]
     page.click("#examples th >> text=Mean reward")
-    assert [float(v) for v in _column(page, mean)] == sorted(values, reverse=True)
+    assert [float(v.split(" ± ")[0]) for v in _column(page, mean)] == sorted(values, reverse=True)
     assert page.get_attribute("#examples th >> text=Mean reward", "aria-sort") == "descending"
     page.focus("#examples th >> text=Rollouts")
     page.keyboard.press("Enter")  # headers sort from the keyboard too
@@ -323,4 +324,130 @@ def test_tables_lead_into_the_episode_browser(report, open_page, episodes):
     page.click("#errors button.link >> nth=0")
     detail = page.inner_text("#episode-detail")
     assert "ProviderError" in detail and "failed" in detail
+    opened.assert_quiet()
+
+
+# -- issue 23: search in messages, input/target/output, export, standard errors, config ---
+
+
+def _episodes_saying(episodes: list[dict], phrase: str) -> set[str]:
+    return {
+        e["id"]
+        for e in episodes
+        for t in e["traces"]
+        for n in t.get("nodes", [])
+        if phrase in str(n["message"].get("content") or "")
+    }
+
+
+def test_the_episode_search_finds_message_content(report, open_page, episodes):
+    opened = open_page(report)
+    page = opened.page
+    phrase = "D'après la note"  # said by the assistant only: no id, name, stop or error has it
+    expected = _episodes_saying(episodes, phrase)
+    assert expected
+
+    page.fill("#browser input[type=search]", phrase.lower())
+
+    found = page.eval_on_selector_all(
+        "#browser .episode-item", "items => items.map(i => i.dataset.episode)"
+    )
+    assert set(found) == expected
+    opened.assert_quiet()
+
+
+def _first_per_example(episodes: list[dict]) -> dict[str, dict]:
+    first: dict[str, dict] = {}
+    for episode in episodes:
+        first.setdefault(episode["task"]["key"], episode)
+    return first
+
+
+def test_examples_show_input_target_output_and_standard_errors(report, open_page, episodes):
+    opened = open_page(report)
+    page = opened.page
+    headers = page.eval_on_selector_all("#examples th", "ths => ths.map(t => t.textContent)")
+    assert {"Input", "Target", "Output", "Mean reward ± SE"} <= set(headers)
+
+    page.fill("#examples input[type=search]", "say exactly: hello world")  # an input's text
+    (row,) = page.eval_on_selector_all(
+        "#examples table.data tbody tr",
+        "rows => rows.map(r => [...r.children].map(c => c.textContent))",
+    )
+    first = _first_per_example(episodes)["prfix:prfix-0001"]
+    said = [n["message"] for n in first["traces"][0]["nodes"]]
+    user = next(m["content"] for m in said if m["role"] == "user")
+    reply = [m["content"] for m in said if m["role"] == "assistant"][-1]
+    cells = dict(zip(headers, row, strict=True))
+    assert cells["Input"] == user and cells["Target"] == first["task"]["data"]["answer"]
+    assert cells["Output"] == reply
+    mean, se = cells["Mean reward ± SE"].split(" ± ")
+    assert 0 <= float(mean) <= 1 and float(se) > 0  # two rollouts with different rewards
+    assert " ± " in page.inner_text("#overview table")  # reward functions and metrics
+    assert "± standard error, over" in page.inner_text("#runs")
+    opened.assert_quiet()
+
+
+def _download(page, button: str) -> str:
+    with page.expect_download() as info:
+        page.click(f"#examples button.{button}")
+    return Path(info.value.path()).read_text("utf-8")
+
+
+def test_the_example_table_exports_what_it_shows_as_csv_and_jsonl(tmp_path, open_page, episodes):
+    formula = copy.deepcopy(episodes[0])
+    formula["id"], formula["task"]["key"] = "formula-episode", "formula:key"
+    formula["task"]["data"]["name"] = '=HYPERLINK("http://example.invalid","x")'
+    archive = _run(tmp_path / "runs", "export-run", [*episodes, formula])
+    opened = open_page(write_report([archive], tmp_path / "report.html"))
+    page = opened.page
+    page.fill("#examples input[type=search]", "prfix-000")  # six examples of the run
+
+    rows = [json.loads(line) for line in _download(page, "export-jsonl").splitlines()]
+    table = page.eval_on_selector_all(
+        "#examples table.data tbody tr td:first-child", "cells => cells.map(c => c.textContent)"
+    )
+    assert [r["example"] for r in rows] == table and len(rows) == 6
+    first = rows[[r["key"] for r in rows].index("prfix:prfix-0001")]
+    rewards = [
+        e["traces"][0]["rewards"] for e in episodes if e["task"]["key"] == "prfix:prfix-0001"
+    ]
+    assert first["rollouts"] == len(rewards) and first["target"] == "hello world"
+    assert first["input"] == "Say exactly: hello world"
+    assert {"mean_reward", "mean_reward_se", "pass_at_1", "failed", "output"} <= set(first)
+
+    page.fill("#examples input[type=search]", "")
+    lines = _download(page, "export-csv").splitlines()
+    header = lines[0].split(",")
+    assert header[:7] == ["key", "example", "idx", "environment", "input", "target", "output"]
+    assert len(lines) == 1 + len(_first_per_example([*episodes, formula]))
+    (line,) = [line for line in lines if line.startswith("formula:key,")]
+    assert "'=HYPERLINK" in line  # a spreadsheet shows it as text, never runs it
+    opened.assert_quiet()
+
+
+def test_the_header_shows_config_values_and_the_launch_file(tmp_path, open_page, episodes):
+    import prime_runs as pr
+
+    launch = tmp_path / "eval.toml"
+    launch.write_text('model = "scripted/model"\n[sampling]\ntemperature = 0.0\n')
+    run = pr.init(name="config-run", environments=["e"], config=str(launch), mode="offline",
+                  dir=tmp_path / "runs")  # fmt: skip
+    run.log_episodes(episodes[:2])
+    run.finish()
+    other = pr.init(name="values-run", environments=["e"], config={"temperature": 0.0, "k": 4},
+                    mode="offline", dir=tmp_path / "runs")  # fmt: skip
+    other.log_episodes(episodes[:2])
+    other.finish()
+    archives = [RunArchive(Path(r.archive_path)) for r in (run, other)]
+    opened = open_page(write_report(archives, tmp_path / "report.html"))
+    page = opened.page
+
+    cards = page.locator("#runs .run-card")
+    values = cards.nth(1).locator(".config-values li").all_inner_texts()
+    assert values == ["temperature = 0.0", "k = 4"]
+    launch_file = cards.nth(0).locator("details.config-file")
+    assert "launch file eval.toml (toml, 54 bytes)" in launch_file.inner_text()
+    launch_file.locator("summary").click()
+    assert launch_file.locator("pre").inner_text() == launch.read_text().rstrip("\n")
     opened.assert_quiet()

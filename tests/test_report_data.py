@@ -220,3 +220,47 @@ def test_browse_order_lets_every_example_take_turns_failed_first():
     order = _browse.browse_order(episodes)
     assert order == [2, 3, 4, 0, 5, 1]
     assert json.dumps(order)  # positions, ready to embed
+
+
+def test_a_standard_error_is_the_sample_deviation_over_the_root_of_n():
+    assert _stats.standard_error([1.0]) is None  # no spread from one value
+    assert _stats.standard_error([]) is None
+    assert _stats.standard_error([0.0, 1.0]) == pytest.approx(0.5)
+    values = [0.0, 1.0, 1.0, 1.0]
+    sd = math.sqrt(sum((v - 0.75) ** 2 for v in values) / 3)
+    assert _stats.standard_error(values) == pytest.approx(sd / 2)
+    summaries = [summarize(e) for e in load_jsonl("episodes.jsonl")]
+    doc = _stats.reward_mean(summaries)
+    rewards = [s.reward for s in summaries if s.reward is not None]
+    assert doc == {"mean": fmean(rewards), "se": _stats.standard_error(rewards), "n": len(rewards)}
+
+
+def test_input_target_output_come_from_the_summary_trace():
+    episode = load_jsonl("episodes.jsonl")[0]
+    messages = [n["message"] for n in episode["traces"][0]["nodes"]]
+    given, target, output = _browse.input_target_output(episode)
+    assert given == next(m["content"] for m in messages if m["role"] == "user")
+    assert target == episode["task"]["data"]["answer"]
+    assert output == [m["content"] for m in messages if m["role"] == "assistant"][-1]
+    bare = {"id": "t", "timing": {"start": 1.0}}
+    assert _browse.input_target_output(bare) == [None, None, None]
+    long = copy.deepcopy(episode)
+    long["task"]["data"]["answer"] = "y" * 2_000
+    assert len(_browse.input_target_output(long)[1]) < _browse.IO_LIMIT + 100  # folded
+
+
+def test_input_target_output_stop_at_their_budget(monkeypatch):
+    from prime_runs._report import _build
+
+    episodes = load_jsonl("episodes.jsonl")
+    io: dict[str, list[str | None]] = {}
+    for episode in episodes:
+        io.setdefault(summarize(episode).example.key, _browse.input_target_output(episode))
+    first = next(iter(io.values()))
+    monkeypatch.setattr(_build, "IO_BUDGET", sum(len(t) for t in first if t) + 1)
+    examples = _build._Examples()
+    for episode in episodes:
+        examples.add(summarize(episode).example, io)
+
+    shown = [row for row in examples.rows if row["input"] or row["target"] or row["output"]]
+    assert len(shown) == 1 and len(examples.rows) > 1

@@ -126,9 +126,8 @@ class Counters:
             )
         if self.invalid:
             logger.warning(
-                "prime-runs: %d records were not logged: %d invalid (not a JSON object "
-                "record, or cut by an attribute length limit) and %d logged after finish() "
-                "(see run.errors)",
+                "prime-runs: %d records were not logged: %d refused as bad input and %d "
+                "logged after finish() (run.errors says why each was refused)",
                 self.invalid,
                 self.invalid - self.late,
                 self.late,

@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from . import _lease
+from ._nofollow import open_for_reading, segment_paths
 from .errors import JournalError
 
 RUN_FILE = "run.json"
@@ -136,8 +137,9 @@ def write_json_atomic(path: Path, value: Any) -> None:
 
 def read_json(path: Path) -> dict[str, Any]:
     try:
-        value = json.loads(path.read_bytes())
-    except (OSError, ValueError):
+        with open_for_reading(path) as f:
+            value = json.loads(f.read())
+    except (OSError, ValueError, RecursionError):
         return {}
     return value if isinstance(value, dict) else {}
 
@@ -337,15 +339,16 @@ class RunArchive:
     def iter_records(self, skip: Container[str] = ()) -> Iterator[tuple[RecordKey, str, bytes]]:
         """Every complete record line, segment by segment (but the segments named in
         ``skip``); a torn last line is skipped."""
-        records = self.path / RECORDS_DIR
-        if not records.is_dir():
-            return
-        for path in sorted(records.glob("*.jsonl")):
+        for path in segment_paths(self.path / RECORDS_DIR):
             if path.name in skip:
                 continue
             kind = path.name.split("-", 1)[0]
             offset = 0
-            with path.open("rb") as f:
+            try:
+                f = open_for_reading(path)
+            except OSError:
+                continue  # replaced by a link, or removed, since it was listed
+            with f:
                 for line in f:
                     if line.endswith(b"\n"):
                         yield RecordKey(path.name, offset), kind, line[:-1]
@@ -353,7 +356,7 @@ class RunArchive:
 
     def read(self, key: RecordKey) -> bytes:
         """The record stored at ``key`` (without its newline)."""
-        with (self.path / RECORDS_DIR / key.segment).open("rb") as f:
+        with open_for_reading(self.path / RECORDS_DIR / key.segment) as f:
             f.seek(key.offset)
             return f.readline().rstrip(b"\n")
 
@@ -361,14 +364,11 @@ class RunArchive:
         """Complete record lines per kind, counted without decoding them (a torn tail is not
         counted, as in ``iter_records``)."""
         counts: dict[str, int] = {}
-        records = self.path / RECORDS_DIR
-        if not records.is_dir():
-            return counts
-        for path in sorted(records.glob("*.jsonl")):
+        for path in segment_paths(self.path / RECORDS_DIR):
             kind = path.name.split("-", 1)[0]
             lines = 0
             try:
-                with path.open("rb") as f:
+                with open_for_reading(path) as f:
                     while chunk := f.read(1 << 20):
                         lines += chunk.count(b"\n")
             except OSError:
@@ -379,7 +379,7 @@ class RunArchive:
     def read_many(self, segment: str, offsets: Iterable[int]) -> Iterator[tuple[RecordKey, bytes]]:
         """The records of one segment at ``offsets``, in offset order; unreadable ones skipped."""
         try:
-            f = (self.path / RECORDS_DIR / segment).open("rb")
+            f = open_for_reading(self.path / RECORDS_DIR / segment)
         except OSError:
             return
         with f:
@@ -392,11 +392,13 @@ class RunArchive:
     def acknowledged(self) -> dict[str, set[RecordKey]]:
         """Sink name -> keys it acknowledged."""
         acked: dict[str, set[RecordKey]] = {}
-        acks = self.path / ACKS_DIR
-        if not acks.is_dir():
-            return acked
-        for path in sorted(acks.glob("*.jsonl")):
-            for line in path.read_bytes().splitlines(keepends=True):
+        for path in segment_paths(self.path / ACKS_DIR):
+            try:
+                with open_for_reading(path) as f:
+                    lines = f.read().splitlines(keepends=True)
+            except OSError:
+                continue
+            for line in lines:
                 if not line.endswith(b"\n"):
                     continue  # torn by a kill mid-write: that batch was not recorded
                 try:

@@ -9,7 +9,7 @@ soon as ``log_episodes`` returns.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, is_dataclass
 from typing import Any
 
 from ._json import encode_record_marked
@@ -45,9 +45,14 @@ def to_mapping(record: object) -> Mapping[str, Any]:
         return record
     to_record = getattr(record, "to_record", None)
     if not callable(to_record):
+        hint = (
+            "; for a dataclass, log dataclasses.asdict(obj)"
+            if is_dataclass(record)
+            else " (verifiers Episode/Trace objects do)"
+        )
         raise RecordError(
-            f"cannot log a {type(record).__name__}: a record must be a mapping or have a "
-            "to_record() method (verifiers Episode/Trace objects do)"
+            f"cannot log this {type(record).__name__} object: a record must be a mapping or "
+            f"have a to_record() method{hint}"
         )
     value = to_record()
     if not isinstance(value, Mapping):
@@ -111,33 +116,54 @@ def encode(record: object, run_id: str, run_type: str) -> Encoded:
         # orjson's buffer has room to spare (about 1.6x on these records); the ledger may
         # hold thousands of records, so they are kept at their exact size.
         data = bytes(memoryview(data))
-    except (TypeError, ValueError, RecursionError) as exc:
+    except RecursionError as exc:
+        raise RecordError(
+            "record is nested too deeply to encode as JSON here (past Python's recursion "
+            "limit); keep it a few hundred levels deep at most, or store a deep value as a "
+            "JSON string"
+        ) from exc
+    except (TypeError, ValueError) as exc:
         raise RecordError(
             f"record is not JSON-serializable ({exc}); records must hold only strings, "
-            "numbers, booleans, None, lists and mappings with string keys"
+            "numbers, booleans, None, lists and mappings with string keys: convert the value "
+            "first (a datetime with .isoformat() or .timestamp(), a set with list())"
         ) from exc
     kind = kind_of(mapping)
     owned = not isinstance(record, Mapping)
     problem = traces_problem(kind, stamped)
+    if problem is not None and "sample_id" not in mapping:
+        # Refused now, online and offline alike, rather than by the platform at upload or
+        # `prime-runs sync` time. A finished v0 sample row (``sample_id``) is no trace: it
+        # still goes to the sample table, and Prime Traces counts it as not stored.
+        raise RecordError(f"{problem} (see docs/records.md)")
     return Encoded(kind, data, mapping, replaced, problem, owned, exact)
 
 
 def traces_problem(kind: str, record: Mapping[str, Any]) -> str | None:
-    """What Prime Traces would reject in this record, found before sending (None if fine)."""
+    """What Prime Traces would reject in this record (None if fine): the one check of the
+    rules docs/records.md lists, applied when a record is logged (online and offline), by
+    the live exporter and by ``prime-runs sync``. Each message names the fix."""
     if not isinstance(record.get("id"), str) or not record.get("id"):
-        return "invalid_trace: the record needs a non-empty string `id`"
+        return (
+            "invalid_trace: the record needs a non-empty string `id`; give each record a "
+            "unique one (verifiers uses uuid.uuid4().hex)"
+        )
     if kind == EPISODE:
         traces = record.get("traces")
-        if not isinstance(traces, list):
-            return "invalid_trace: an episode's `traces` must be a list"
+        if not isinstance(traces, (list, tuple)):  # a tuple is written as a JSON array
+            return "invalid_trace: an episode's `traces` must be a list (possibly empty)"
         for member in traces:
             if not isinstance(member, Mapping) or not isinstance(member.get("id"), str):
-                return "invalid_trace: every member trace needs a string `id`"
+                return "invalid_trace: every member trace needs a string `id`; give it one"
         return None
     timing = record.get("timing")
     start = timing.get("start") if isinstance(timing, Mapping) else None
     if isinstance(start, bool) or not isinstance(start, (int, float)):
-        return "invalid_trace: a trace needs a numeric `timing.start`"
+        return (
+            "invalid_trace: a trace needs a numeric `timing.start` (seconds since the epoch, "
+            "e.g. time.time() when the rollout started); a record with a `traces` list is "
+            "an episode and needs none"
+        )
     return None
 
 

@@ -60,19 +60,32 @@ def cut_by_limit(payload: str) -> str | None:
         if _env_limit(name) == size:
             return f"{name}={size}"
     if payload.lstrip().startswith(("{", "[")) and _incomplete(payload):
-        return (
-            f"an attribute length limit of {size} characters, e.g. "
-            f"SpanLimits(max_attribute_length={size}) given to the TracerProvider"
-        )
+        return f"{_CODE_LIMIT}{size}"
     return None
 
 
+# A limit set in code (SpanLimits) is not visible from here: an unclosed record may be cut by
+# one, or may never have been whole, so the message gives both causes and both fixes.
+_CODE_LIMIT = "SpanLimits(max_attribute_length="
+
+
 def cut_message(run_id: str, where: str, limit: str) -> str:
+    fixes = (
+        "Raise the limit, or log records with pr.log_episodes() (its payload never travels "
+        "as an attribute); every cut record is counted as invalid in the finish report"
+    )
+    if not limit.startswith(_CODE_LIMIT):
+        return (
+            f"a prime.record {where} in run {run_id} was cut by {limit}, so it is not a "
+            f"whole JSON record and was not logged. {fixes}"
+        )
+    size = limit[len(_CODE_LIMIT) :]
     return (
-        f"a prime.record {where} in run {run_id} was cut by {limit}, so it is not a whole "
-        "JSON record and was not logged. Raise the limit, or log records with "
-        "pr.log_episodes() (its payload never travels as an attribute); every cut record "
-        "is counted as invalid in the finish report"
+        f"a prime.record {where} in run {run_id} is not a whole JSON record (its JSON stops "
+        f"open after {size} characters), so it was not logged. If it was cut by an attribute "
+        f"length limit of {size} characters (SpanLimits(max_attribute_length={size}) given "
+        f"to the TracerProvider): {fixes}. If no such limit is set, the producer wrote "
+        "incomplete JSON: set the attribute to json.dumps(record)"
     )
 
 

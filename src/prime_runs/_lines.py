@@ -20,8 +20,14 @@ from ._json import may_hold_long_int
 # convert. Most lines have none: the C scanner checks that before any Python hook runs.
 _LONG_DIGITS = re.compile(rb"\d{309}")
 
+# A \uD800-\uDFFF escape: paired it is one character; alone, no UTF-8 encoder (nor the
+# platform) takes the string, so a record holding one cannot be uploaded.
+_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
+
 NOT_JSON = "not valid JSON"
 BIG_NUMBER = "a number in it does not fit a 64-bit float (such as 10**400)"
+LONE_SURROGATE = "a string in it holds a lone UTF-16 surrogate (such as \\ud800), not valid text"
+TOO_DEEP = "nested too deeply to read"
 
 
 class _TooLarge(ValueError):
@@ -56,9 +62,16 @@ def parse_record(data: bytes, *, exact: bool = False) -> tuple[dict[str, Any] | 
     except _TooLarge:
         return None, BIG_NUMBER
     except RecursionError:
-        return None, "nested too deeply to read"
+        return None, TOO_DEEP
     except ValueError:  # also bad UTF-8, and integers past Python's digit limit
         return None, NOT_JSON
+    if _SURROGATE_ESCAPE.search(data):
+        try:
+            json.dumps(value, ensure_ascii=False).encode("utf-8")
+        except UnicodeEncodeError:
+            return None, LONE_SURROGATE
+        except RecursionError:
+            return None, TOO_DEEP
     return _record_or_why(value)
 
 

@@ -56,6 +56,13 @@ class RunOptions:
     journal: bool = True
     # The run's OpenTelemetry Resource, as upload provenance (``_provenance``).
     resource: Mapping[str, str] = field(default_factory=dict)
+    from_span: bool = False  # a raw `run` span, not init(): hints name span attributes
+
+
+def _environments_hint(opts: RunOptions) -> str:
+    if opts.from_span:
+        return "set the run span's prime.run.environments attribute (a list of names)"
+    return "pass environments=[...] to init()"
 
 
 def archive_root(dir: str | os.PathLike[str] | None) -> Path:
@@ -153,9 +160,9 @@ def _open_offline(
     if not environments:  # the platform registers an eval only under an environment
         logger.warning(
             "prime-runs: offline run %s names no environment, which the platform needs to "
-            "register it: pass environments=[...] to init(), or upload it later with "
-            "`prime-runs sync --environment NAME %s`",
+            "register it: %s, or upload it later with `prime-runs sync --environment NAME %s`",
             run_id,
+            _environments_hint(opts),
             run_id,
         )
     return RunState(
@@ -176,7 +183,7 @@ def _open_online(
 ) -> RunState | None:
     if not environments and not opts.id:
         raise ConfigurationError(
-            "an online eval run needs at least one environment: pass environments=[...]"
+            f"an online eval run needs at least one environment: {_environments_hint(opts)}"
         )
     client = PlatformClient(settings)
     lifecycle = OnlineLifecycle(settings, client=client)

@@ -8,6 +8,7 @@ never decoded. ``prime-runs sync`` recomputes the exact pending sets itself.
 from __future__ import annotations
 
 import json
+import math
 import os
 import time
 from dataclasses import dataclass, field
@@ -23,6 +24,7 @@ from ._archive import (
     list_runs,
     settled_name,
 )
+from ._nofollow import links_in, open_for_reading
 from .status import RunStatus
 
 TRACES = "traces"
@@ -52,6 +54,7 @@ class RunInfo:
     # Why status.json cannot be used (missing, not JSON, wrong types, unknown status); the
     # run then counts as dead and unfinished: sync closes it as crashed, naming this.
     status_problem: str | None = None
+    links: list[str] = field(default_factory=list)  # symbolic links in the folder, not read
 
     @property
     def run_id(self) -> str:
@@ -129,9 +132,10 @@ class RunInfo:
         value = summary.get("avg_reward") if isinstance(summary, dict) else None
         if isinstance(value, (int, float)) and not isinstance(value, bool):
             try:
-                return float(value)
+                number = float(value)
             except OverflowError:  # an integer too large for a float: bad input, not shown
                 return None
+            return number if math.isfinite(number) else None  # 1e400 reads as inf
         return None
 
     def pending_text(self) -> str:
@@ -172,6 +176,7 @@ def inspect(archive: RunArchive) -> RunInfo:
         owner_alive=owner_alive(archive, status_doc),
         sinks=sinks,
         status_problem=problem,
+        links=links_in(archive.path),
     )
     if problem:
         info.status_doc = {}  # nothing in it is trusted
@@ -211,10 +216,13 @@ def read_status(archive: RunArchive, *, joined: bool) -> tuple[dict[str, Any], s
     """status.json and, when it cannot be used, why. A folder only a joined process wrote
     has none (that is not a problem); the owner writes it before any record."""
     try:
-        doc = json.loads((archive.path / STATUS_FILE).read_bytes())
+        with open_for_reading(archive.path / STATUS_FILE) as f:
+            doc = json.loads(f.read())
     except FileNotFoundError:
         return {}, None if joined else MISSING_STATUS
     except OSError as exc:
+        if (archive.path / STATUS_FILE).is_symlink():
+            return {}, "status.json is a symbolic link (not followed); replace it with the file"
         return {}, f"status.json cannot be read ({exc.strerror})"
     except (ValueError, RecursionError):
         return {}, "status.json is not valid JSON"
@@ -301,14 +309,6 @@ def _boot_time() -> float | None:
 
 class RunNotFound(LookupError):
     """``RUN`` names no single run; the message says what was found instead."""
-
-
-def find_run(root: Path, ref: str) -> RunArchive | None:
-    """Like :func:`lookup_run`, but ``None`` when ``ref`` names no single run."""
-    try:
-        return lookup_run(root, ref)
-    except RunNotFound:
-        return None
 
 
 def lookup_run(root: Path, ref: str) -> RunArchive:

@@ -2,18 +2,18 @@
 
 from __future__ import annotations
 
+import math
 import statistics
 from collections.abc import Iterable, Sequence
 from typing import Any, NamedTuple
 
+from ._configview import text_lines
 from ._lines import NOT_JSON, parse_record
 from ._records import reward, summary_trace_index
-from ._runconfig import CONFIG_SOURCE_KEY
 from ._runinfo import SINK_LABELS, RunInfo, format_time
 
 HISTOGRAM_WIDTH = 30
 HISTOGRAM_BINS = 5
-CONFIG_KEYS_SHOWN = 8
 
 
 def render_ls(infos: Sequence[RunInfo]) -> str:
@@ -64,7 +64,8 @@ def episode_rewards(info: RunInfo) -> Rewards:
             value = float(reward(trace))
         except (ArithmeticError, ValueError, AttributeError, TypeError, KeyError, IndexError):
             continue
-        values.append(value)
+        if math.isfinite(value):  # 1e400 reads as inf: too large for a float, left out
+            values.append(value)
     return Rewards(values, unreadable)
 
 
@@ -92,7 +93,9 @@ def render_show(info: RunInfo, rewards: Rewards) -> str:
         add("description", d["description"])
     if d.get("tags"):
         add("tags", ", ".join(str(t) for t in d["tags"]))
-    add("config", config_summary(d.get("config")))
+    first, *rest = text_lines(d.get("config"))
+    add("config", first)
+    lines.extend(f"  {'':<14}{line}" for line in rest)
     add("created", format_time(d.get("created_at")))
     add("status", _status_line(info))
     if status.get("error"):
@@ -108,6 +111,8 @@ def render_show(info: RunInfo, rewards: Rewards) -> str:
             )
             + " (`prime-runs sync` rejects and counts them)",
         )
+    if info.links:
+        add("links", _links_line(info.links))
     for sink in info.sinks:
         settled = info.settled.get(sink, {})
         extra = "".join(f", {n} {how}" for how, n in settled.items() if n)
@@ -123,6 +128,14 @@ def render_show(info: RunInfo, rewards: Rewards) -> str:
         add("summary", _summary_line(summary))
     lines.extend(reward_lines(rewards.values))
     return "\n".join(lines)
+
+
+def _links_line(links: Sequence[str]) -> str:
+    shown = ", ".join(links[:5]) + (f", ... ({len(links)} in all)" if len(links) > 5 else "")
+    return (
+        f"{len(links)} symbolic link{'s' if len(links) > 1 else ''} in the run folder, not "
+        f"read by any command: {shown} (replace a link with the file it stands for)"
+    )
 
 
 def _status_line(info: RunInfo) -> str:
@@ -150,21 +163,6 @@ def _status_line(info: RunInfo) -> str:
 def _records_line(info: RunInfo) -> str:
     kinds = ", ".join(f"{n} {kind}s" for kind, n in sorted(info.records.items()) if n)
     return f"{info.total_records}" + (f" ({kinds})" if kinds else "")
-
-
-def config_summary(config: object) -> str:
-    if not isinstance(config, dict) or not config:
-        return "-"
-    source = config.get(CONFIG_SOURCE_KEY)
-    if isinstance(source, dict):
-        text = source.get("text")
-        size = f", {len(text.encode('utf-8')):,} bytes" if isinstance(text, str) else ""
-        name = source.get("filename") or "(in memory)"
-        return f"{name} ({source.get('format') or '?'}{size})"
-    keys = list(config)
-    shown = ", ".join(str(k) for k in keys[:CONFIG_KEYS_SHOWN])
-    more = f", ... ({len(keys)} keys)" if len(keys) > CONFIG_KEYS_SHOWN else ""
-    return f"{{{shown}{more}}}"
 
 
 def _summary_line(summary: dict[str, Any]) -> str:

@@ -48,7 +48,7 @@ from ._runinfo import SAMPLES, SINK_LABELS, TRACES, RunInfo, inspect
 from ._sync_close import close_run
 from ._sync_readback import Candidate, Unreadable, held_by_traces, rollout_counters, sample_ids
 from ._sync_register import register
-from .errors import PrimeRunsError, SyncError
+from .errors import PrimeRunsError, RecordError, SyncError
 from .exporters._base import Item, Outcome
 from .exporters._channel import Channel
 from .exporters._sinks import build_sinks
@@ -173,6 +173,8 @@ class _Syncer:
             )
         if info.status_problem:
             failures.append(f"{info.status_problem}, so how the run ended is unknown")
+        if info.links:  # never read through: what a link points at is not the run's
+            self.notes.append(f"{len(info.links)} symbolic links in the run folder not read")
         for sink, reasons in self.rejected.items():
             failures.append(f"{len(reasons)} {SINK_LABELS[sink]} rejected ({reasons[0]})")
         report = SyncReport(
@@ -297,7 +299,12 @@ class _Syncer:
             record_id = record.get("id") if isinstance(record.get("id"), str) else None
             sample_id = record.get("sample_id", record_id)
             if restamp:
-                encoded = encode(record, eval_id, run_type)
+                try:
+                    encoded = encode(record, eval_id, run_type)
+                except RecordError as exc:  # e.g. nested deeper than this process encodes
+                    for sink in wanted:
+                        self._settle(sink, REJECTED, [key], f"line at {key.segment}: {exc}")
+                    continue
                 data, problem = encoded.data, encoded.problem
             else:
                 problem = traces_problem(kind, record)

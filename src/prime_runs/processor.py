@@ -21,7 +21,7 @@ from opentelemetry import context as otel_context
 from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
 from opentelemetry.trace import SpanContext, StatusCode
 
-from . import _closeouts, _exit, semconv
+from . import _closeouts, _exit, _registry, semconv
 from ._emptyrun import warn_if_empty
 from ._encode import encode
 from ._genai import GenAICollector
@@ -195,6 +195,7 @@ class RunProcessor(SpanProcessor):
             **self._defaults,
         }
         options["on_error"] = "warn"  # a span hook never raises
+        options["from_span"] = True
         try:
             return open_state(RunOptions(**options))
         except PrimeRunsError as exc:
@@ -255,11 +256,15 @@ class RunProcessor(SpanProcessor):
                 state.count_invalid(1)
                 limit = cut_by_limit(payload)
                 if limit is None:
-                    state.report(f"a {semconv.RECORD} {where} is not a JSON object record: {exc}")
+                    why = exc if isinstance(exc, PrimeRunsError) else f"it is not JSON ({exc})"
+                    state.report(f"a {semconv.RECORD} {where} was not logged: {why}")
                 elif self._first_cut(state):
                     state.report(cut_message(state.run_id, where, limit))
+                _settled_here(origin)
                 return
             state.ingest(encoded, origin=origin)
+            if not state.workers:
+                _settled_here(origin)  # offline: the journal keeps it, nothing to upload
         finally:
             state.gate.leave()
 
@@ -352,6 +357,13 @@ def _sdk_record_span(span: ReadableSpan) -> bool:
     ``prime.record``, so a count limit can cut its attributes but never its record."""
     scope = span.instrumentation_scope
     return span.name in semconv.RECORD_SPANS and scope is not None and scope.name == SDK_SCOPE
+
+
+def _settled_here(origin: tuple[int, int] | None) -> None:
+    """A raw record this process has dealt with, which a user's exporter has nothing to
+    send for: marked so that exporter does not call it a record of no tracked run."""
+    if origin is not None:
+        _registry.note_origin(origin, None, -1)
 
 
 def _known_status(value: str) -> bool:

@@ -291,6 +291,7 @@ class Run:
             raise TypeError(f"summary must be a mapping, not {type(summary).__name__}")
         state = self._state
         if not state.finish(status, dict(summary) if summary else None, reason, seconds):
+            _warn_ignored_finish(state.run_id, status, reason, summary)
             return
         warn_if_empty(state)
         _exit.untrack(self)
@@ -338,6 +339,24 @@ class Run:
                 raise
             # The original exception propagates; a teardown failure never replaces it.
             logger.warning("prime-runs: closing the run failed", exc_info=True)
+
+
+def _warn_ignored_finish(
+    run_id: str, status: RunStatus, reason: str | None, summary: object
+) -> None:
+    """A later finish() that asks for something changes nothing: say so, or its status and
+    error are lost without a trace. A plain repeat (``with run:`` after ``finish()``) is quiet."""
+    if status is RunStatus.COMPLETED and reason is None and summary is None:
+        return
+    logger.warning(
+        "prime-runs: run %s was already finished (or is finishing), so this finish(status=%s%s%s) "
+        "is ignored: the first call's status, summary and error stand. Give the final status, "
+        "summary and error to a single finish() (or use fail(error) instead of finish()).",
+        run_id,
+        status.value,
+        f", error={reason!r}" if reason is not None else "",
+        ", summary=..." if summary is not None else "",
+    )
 
 
 def _span_reward(kind: str, record: Mapping[str, Any]) -> float | None:

@@ -145,6 +145,39 @@ def episode_doc(record: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
+IO_LIMIT = 200  # characters of an example's input, target or output in its table row
+
+
+def _said(messages: Sequence[Any], role: str, last: bool) -> str | None:
+    said = [m for m in messages if isinstance(m, Mapping) and m.get("role") == role]
+    if not said:
+        return None
+    text = _content(said[-1 if last else 0].get("content"))
+    return clip(text, IO_LIMIT) if text else None
+
+
+def input_target_output(record: Mapping[str, Any]) -> list[str | None]:
+    """What an example's table row shows of one of its episodes: the first user message,
+    the expected answer (``task.data.answer``) and the final assistant message of the
+    summary trace (None where the record has none)."""
+    if _records.is_episode(record):
+        traces = [t for t in record.get("traces") or () if isinstance(t, Mapping)]
+    else:
+        traces = [record]
+    task = record.get("task") if isinstance(record.get("task"), Mapping) else {}
+    data = task.get("data") if isinstance(task.get("data"), Mapping) else {}
+    answer = data.get("answer")
+    target = clip(answer, IO_LIMIT) if answer is not None else None
+    if not traces:
+        return [None, target, None]
+    try:
+        views = _records.branches(traces[_records.summary_trace_index(traces)], bare=False)
+    except (AttributeError, TypeError, KeyError, IndexError):
+        views = []
+    messages = views[0].messages if views else []
+    return [_said(messages, "user", False), target, _said(messages, "assistant", True)]
+
+
 def browse_order(episodes: Sequence[EpisodeSummary]) -> list[int]:
     """Positions in the order their content is embedded: examples take turns, failed first."""
     per_example: dict[str, list[int]] = {}

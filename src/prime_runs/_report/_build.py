@@ -14,7 +14,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from .._show import config_summary
+from .._configview import view as config_view
 from .._version import __version__
 from . import _stats
 from ._browse import browse_order, episode_doc
@@ -28,19 +28,39 @@ EPISODE_FIELDS = (
 )  # fmt: skip
 
 
+# Input, target and output of the examples, in characters: 10,000 single-rollout examples
+# would otherwise add up to 6 MB; past this, later examples show none (their episodes do).
+IO_BUDGET = 2_000_000
+
+
 class _Examples:
     """Every example seen in any run, in first-seen order."""
 
     def __init__(self) -> None:
         self.index: dict[str, int] = {}
         self.rows: list[dict[str, Any]] = []
+        self.io_left = IO_BUDGET
 
-    def add(self, example: Example) -> int:
+    def add(self, example: Example, io: dict[str, list[str | None]]) -> int:
+        """``io``: the run's input, target and output per example key; the first run that
+        has an example gives its row these."""
         position = self.index.get(example.key)
         if position is None:
             position = self.index[example.key] = len(self.rows)
+            given, target, output = io.get(example.key) or (None, None, None)
+            self.io_left -= sum(len(text) for text in (given, target, output) if text)
+            if self.io_left < 0:
+                given = target = output = None
             self.rows.append(
-                {"key": example.key, "name": example.name, "idx": example.idx, "env": example.env}
+                {
+                    "key": example.key,
+                    "name": example.name,
+                    "idx": example.idx,
+                    "env": example.env,
+                    "input": given,
+                    "target": target,
+                    "output": output,
+                }
             )
         return position
 
@@ -81,7 +101,7 @@ def _run_doc(
     browse, browse_index = _embed(run, budget)
     k = _stats.typical_k(stats)
     rows = [
-        _episode_row(e, examples.add(e.example), browse_index.get(i, -1))
+        _episode_row(e, examples.add(e.example, run.io), browse_index.get(i, -1))
         for i, e in enumerate(episodes)
     ]
     doc = _header(run)
@@ -89,8 +109,10 @@ def _run_doc(
         counts=_counts(run, len(browse)),
         tokens=_token_totals(episodes),
         passing=_passing(stats, signal, k),
+        reward=_stats.reward_mean(episodes),
         functions=_stats.reward_functions(episodes),
         metrics=_stats.metric_means(episodes),
+        metrics_se=_stats.metric_errors(episodes),
         examples=[
             [
                 examples.index[key],
@@ -99,6 +121,7 @@ def _run_doc(
                 s.pass_at(1),
                 s.pass_at(k) if k > 1 else None,
                 s.errors,
+                s.se,
             ]
             for key, s in stats.items()
         ],
@@ -122,7 +145,7 @@ def _header(run: LoadedRun) -> dict[str, Any]:
         "framework": d.get("framework"),
         "description": d.get("description"),
         "tags": [str(t) for t in d.get("tags") or []],
-        "config": config_summary(d.get("config")),
+        "config": config_view(d.get("config")).to_json(),
         "mode": info.mode,
         "status": info.status_label,
         "error": info.status_doc.get("error"),
@@ -145,6 +168,7 @@ def _counts(run: LoadedRun, embedded: int) -> dict[str, int]:
         "unscored": sum(1 for e in episodes if e.reward is None),
         "bad_lines": run.bad_lines,
         "torn_lines": run.torn_lines,
+        "links": len(run.info.links),
         "embedded": embedded,
     }
 
@@ -189,8 +213,11 @@ def _embed(run: LoadedRun, budget: int) -> tuple[list[dict[str, Any]], dict[int,
         record = read_record(run.archive, run.keys[position])
         if record is None:
             continue
-        doc = episode_doc(record)
-        size = len(json.dumps(doc, ensure_ascii=False))
+        try:
+            doc = episode_doc(record)
+            size = len(json.dumps(doc, ensure_ascii=False))
+        except RecursionError:  # a value nested deeper than Python walks: not embedded
+            continue
         if spent + size > budget:
             break
         spent += size

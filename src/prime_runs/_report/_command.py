@@ -3,18 +3,20 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import webbrowser
 from collections.abc import Sequence
 from pathlib import Path
 
 from .._archive import RunArchive
-from .._runinfo import find_run
+from .._runinfo import RunNotFound, lookup_run
 from ._build import DEFAULT_BUDGET, build
 from ._html import render
 from ._load import load_run
 
 REPORT_FILE = "report.html"
+_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 OK, FAILED, USAGE = 0, 1, 2
 
 
@@ -37,8 +39,11 @@ def write_report(
     output = Path(output)
     tmp = output.with_name(f".{output.name}.tmp")
     try:
-        tmp.write_text(page, encoding="utf-8")
-        tmp.replace(output)
+        tmp.unlink(missing_ok=True)  # a leftover, or a planted link: never written through
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW, 0o644)
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(page)
+        tmp.replace(output)  # replaces a link at ``output`` itself, not its target
     except OSError:
         tmp.unlink(missing_ok=True)
         raise
@@ -75,11 +80,11 @@ def run_command(root: Path, args: argparse.Namespace) -> int:
     embed_mb: float = args.embed_mb
     archives = []
     for ref in refs:
-        archive = find_run(root, ref)
-        if archive is None:
-            print(f"prime-runs: no run {ref!r} under {root}", file=sys.stderr)
+        try:
+            archives.append(lookup_run(root, ref))  # the rules `show` follows
+        except RunNotFound as exc:
+            print(f"prime-runs: {exc}", file=sys.stderr)
             return USAGE
-        archives.append(archive)
     if embed_mb < 0:
         print("prime-runs: --embed-mb must be 0 or more", file=sys.stderr)
         return USAGE

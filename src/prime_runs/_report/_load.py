@@ -9,13 +9,15 @@ proportional to the summaries, not to the archive.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from typing import Any
 
 from .. import metrics
 from .._archive import RECORDS_DIR, RecordKey, RunArchive
+from .._lines import parse_record
+from .._nofollow import open_for_reading, segment_paths
 from .._runinfo import RunInfo, inspect
+from ._browse import input_target_output
 from ._episode import EpisodeSummary, summarize
 
 
@@ -25,8 +27,10 @@ class LoadedRun:
     episodes: list[EpisodeSummary]
     keys: list[RecordKey]  # where each summarized record lives, same order as ``episodes``
     computed_summary: dict[str, Any]  # the summary recomputed from the records
-    bad_lines: int  # complete lines that are not a JSON object
+    bad_lines: int  # complete lines that are not a record (see ``_lines.parse_record``)
     torn_lines: int  # segments that end in a partial line
+    # Per example key: input, target and output of its first episode (``input_target_output``)
+    io: dict[str, list[str | None]]
 
     @property
     def archive(self) -> RunArchive:
@@ -39,16 +43,26 @@ def load_run(archive: RunArchive) -> LoadedRun:
     keys: list[RecordKey] = []
     accumulator = metrics.SummaryAccumulator()
     bad = 0
+    io: dict[str, list[str | None]] = {}
     for key, _kind, data in archive.iter_records():
         record = decode(data)
-        if record is None:
+        try:
+            summary = summarize(record) if record is not None else None
+        except RecursionError:  # nested deeper than Python walks: counted, not fatal
+            summary = None
+        if summary is None or record is None:
             bad += 1
             continue
-        episodes.append(summarize(record))
+        episodes.append(summary)
         keys.append(key)
+        if summary.example.key not in io:
+            try:
+                io[summary.example.key] = input_target_output(record)
+            except RecursionError:
+                io[summary.example.key] = [None, None, None]
         try:
             accumulator.add(record)
-        except (AttributeError, TypeError, KeyError, IndexError):
+        except (AttributeError, TypeError, KeyError, IndexError, RecursionError):
             pass  # a malformed score leaves the recomputed summary without this record
     return LoadedRun(
         info=info,
@@ -57,15 +71,14 @@ def load_run(archive: RunArchive) -> LoadedRun:
         computed_summary=dict(accumulator.result()),
         bad_lines=bad,
         torn_lines=count_torn(archive),
+        io=io,
     )
 
 
 def decode(data: bytes) -> dict[str, Any] | None:
-    try:
-        value = json.loads(data)
-    except ValueError:  # includes UnicodeDecodeError
-        return None
-    return value if isinstance(value, dict) else None
+    """The record on a line, or None when it is not one (the rules ``show`` and ``sync``
+    apply: not JSON, not an object, too deep, a lone surrogate, a number past a float)."""
+    return parse_record(data)[0]
 
 
 def read_record(archive: RunArchive, key: RecordKey) -> dict[str, Any] | None:
@@ -78,9 +91,9 @@ def read_record(archive: RunArchive, key: RecordKey) -> dict[str, Any] | None:
 def count_torn(archive: RunArchive) -> int:
     """Record segments whose last line has no newline (``iter_records`` skips that line)."""
     torn = 0
-    for path in sorted((archive.path / RECORDS_DIR).glob("*.jsonl")):
+    for path in segment_paths(archive.path / RECORDS_DIR):
         try:
-            with path.open("rb") as f:
+            with open_for_reading(path) as f:
                 size = f.seek(0, 2)
                 if size:
                     f.seek(size - 1)

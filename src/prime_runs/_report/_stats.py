@@ -11,7 +11,7 @@ import math
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from statistics import fmean, median_low
+from statistics import fmean, median_low, stdev
 from typing import Any
 
 from ._episode import EpisodeSummary
@@ -29,6 +29,14 @@ def pass_at_k(n: int, c: int, k: int) -> float:
     if n - c < k:
         return 1.0
     return 1.0 - math.comb(n - c, k) / math.comb(n, k)
+
+
+def standard_error(values: Sequence[float]) -> float | None:
+    """The standard error of the mean (sample standard deviation / sqrt(n)); None below two
+    values, where the spread is unknown."""
+    if len(values) < 2:
+        return None
+    return stdev(values) / math.sqrt(len(values))
 
 
 def _binary(values: Sequence[float]) -> bool:
@@ -74,6 +82,7 @@ class ExampleStats:
     passes: int | None  # rollouts that passed, when there is a pass signal
     judged: int  # rollouts the pass signal could judge
     errors: int
+    se: float | None = None  # standard error of ``mean`` over the scored rollouts
 
     def pass_at(self, k: int) -> float | None:
         if self.passes is None or not 0 < k <= self.judged:
@@ -98,6 +107,7 @@ def by_example(
             passes=sum(verdicts) if signal else None,
             judged=len(verdicts),
             errors=sum(1 for e in group if not e.ok),
+            se=standard_error(rewards),
         )
     return stats
 
@@ -126,6 +136,7 @@ def reward_functions(episodes: Sequence[EpisodeSummary]) -> list[dict[str, Any]]
                 "name": name,
                 "weight": weights[0] if weights and len(set(weights)) == 1 else None,
                 "mean": fmean(scores),
+                "se": standard_error(scores),
                 "scored": len(scores),
                 "binary": _binary(scores),
             }
@@ -139,6 +150,25 @@ def metric_means(episodes: Sequence[EpisodeSummary]) -> dict[str, float]:
         for name, value in episode.metrics.items():
             sums.setdefault(name, []).append(value)
     return {name: fmean(values) for name, values in sums.items()}
+
+
+def metric_errors(episodes: Sequence[EpisodeSummary]) -> dict[str, float | None]:
+    """The standard error beside each of :func:`metric_means`."""
+    sums: dict[str, list[float]] = {}
+    for episode in episodes:
+        for name, value in episode.metrics.items():
+            sums.setdefault(name, []).append(value)
+    return {name: standard_error(values) for name, values in sums.items()}
+
+
+def reward_mean(episodes: Sequence[EpisodeSummary]) -> dict[str, Any]:
+    """The mean episode reward of a run, its standard error and how many were scored."""
+    rewards = [e.reward for e in episodes if e.reward is not None]
+    return {
+        "mean": fmean(rewards) if rewards else None,
+        "se": standard_error(rewards),
+        "n": len(rewards),
+    }
 
 
 def error_groups(episodes: Sequence[EpisodeSummary]) -> list[dict[str, Any]]:

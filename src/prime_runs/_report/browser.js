@@ -129,7 +129,31 @@ function episodeMatches(report, item, filter) {
   if (filter.checks.embedded && row.browse < 0) return false;
   if (!filter.query) return true;
   const example = report.examples[row.example] || {};
-  return [row.id, example.name, example.key, row.stop, row.error].some((v) => v && String(v).toLowerCase().includes(filter.query));
+  if ([row.id, example.name, example.key, row.stop, row.error].some((v) => v && String(v).toLowerCase().includes(filter.query))) return true;
+  return embeddedText(report, item).includes(filter.query);
+}
+
+// The searchable text of an embedded episode: every message, reasoning, tool call, error and
+// the expected answer, lower-cased once and kept on the list item.
+function embeddedText(report, item) {
+  if (item.text !== undefined) return item.text;
+  const doc = item.row.browse >= 0 ? report.runs[item.runIndex].browse[item.row.browse] : null;
+  const parts = [];
+  if (doc) {
+    if (doc.answer !== null && doc.answer !== undefined) parts.push(String(doc.answer));
+    doc.errors.forEach((e) => parts.push(e.type, e.message));
+    for (const trace of doc.traces) {
+      trace.errors.forEach((e) => parts.push(e.type, e.message));
+      for (const messages of trace.branches) {
+        for (const m of messages) {
+          parts.push(m.content || "", m.reasoning || "");
+          (m.tool_calls || []).forEach((call) => parts.push(call.name, call.arguments));
+        }
+      }
+    }
+  }
+  item.text = parts.join("\n").toLowerCase();
+  return item.text;
 }
 
 function episodeListItem(report, item, selected, onOpen) {
@@ -161,7 +185,7 @@ function episodeBrowser(report, episodesByRun) {
   let shown = PAGE_SIZE;
   let selected = null;
 
-  const bar = filterBar({placeholder: "Filter by episode id, example, stop or error", checks: [["failed", "failed only"], ["embedded", "with messages only"]], selects: selects}, refresh);
+  const bar = filterBar({placeholder: "Search episodes: id, example, stop, error, message content", checks: [["failed", "failed only"], ["embedded", "with messages only"]], selects: selects}, refresh);
 
   function refresh() {
     const filter = bar.value();

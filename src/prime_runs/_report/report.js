@@ -43,6 +43,7 @@ function runCard(run, index, multiple) {
   const lost = [];
   if (c.torn_lines) lost.push(fmtInt(c.torn_lines) + " torn last line(s) skipped");
   if (c.bad_lines) lost.push(fmtInt(c.bad_lines) + " unreadable line(s) skipped");
+  if (c.links) lost.push(fmtInt(c.links) + " symbolic link(s) in the run folder not read");
   const passing = run.passing;
   return h(
     "div",
@@ -63,15 +64,34 @@ function runCard(run, index, multiple) {
       ["truncated", c.truncated ? fmtInt(c.truncated) : null],
       ["unscored", c.unscored ? fmtInt(c.unscored) : null],
       ["skipped lines", lost.length ? lost.join(", ") : null],
+      ["mean reward", run.reward && isNumber(run.reward.mean) ? withError(run.reward.mean, run.reward.se) + " (± standard error, over " + fmtInt(run.reward.n) + " scored episodes)" : null],
       ["summary", run.summary ? summaryText(run.summary) : summaryText(run.computed_summary) + " (computed from the records: the run recorded none)"],
       ["pass@1", passing ? fmtPct(passing.pass1) + " (" + passing.label + " = 1, over " + fmtInt(passing.examples) + " examples)" : null],
       ["pass@" + (passing ? passing.k : "k"), passing && isNumber(passing.passk) ? fmtPct(passing.passk) + " (over the " + fmtInt(passing.examples_k) + " examples with " + passing.k + "+ rollouts)" : null],
       ["tokens", fmtInt(run.tokens.total) + " (" + fmtInt(run.tokens.in) + " in, " + fmtInt(run.tokens.out) + " out)"],
-      ["config", run.config],
+      ["config", configNode(run.config)],
       ["tags", run.tags.join(", ")],
       ["description", run.description],
     ])
   );
+}
+
+function configNode(config) {
+  if (!config || (!config.values.length && !config.file)) return null;
+  const parts = [];
+  if (config.file) {
+    const f = config.file;
+    const size = isNumber(f.bytes) ? ", " + fmtInt(f.bytes) + " bytes" : "";
+    const more = f.more_lines ? ["\n… " + fmtInt(f.more_lines) + " more lines (the whole file is in run.json)"] : [];
+    parts.push(h("details", {class: "config-file"},
+      h("summary", null, "launch file " + f.name + " (" + f.format + size + ")"),
+      h("pre", null, f.lines.join("\n"), ...more)));
+  }
+  if (config.values.length) {
+    parts.push(h("ul", {class: "config-values"}, config.values.map(([key, value]) => h("li", null, h("code", null, key + " = " + value)))));
+  }
+  if (config.more_keys) parts.push(h("span", {class: "muted"}, "… " + fmtInt(config.more_keys) + " more keys (all of them are in run.json)"));
+  return h("div", {class: "config"}, parts);
 }
 
 function overviewSection(report, names) {
@@ -79,6 +99,8 @@ function overviewSection(report, names) {
   report.runs.forEach((run, r) => run.functions.forEach((f) => {
     functions[f.name] = functions[f.name] || {weight: f.weight, values: report.runs.map(() => null), scored: report.runs.map(() => null)};
     functions[f.name].values[r] = f.mean;
+    functions[f.name].errors = functions[f.name].errors || report.runs.map(() => null);
+    functions[f.name].errors[r] = f.se;
     functions[f.name].scored[r] = f.scored;
   }));
   const rows = Object.entries(functions).map(([name, f]) => ({label: name + (isNumber(f.weight) ? " ×" + fmtNum(f.weight, 2) : ""), values: f.values}));
@@ -86,10 +108,10 @@ function overviewSection(report, names) {
   const table = h(
     "table",
     {class: "data compact"},
-    h("thead", null, h("tr", null, h("th", null, "reward function / metric"), names.map((n) => h("th", {class: "num"}, shorten(n, 24))))),
+    h("thead", null, h("tr", null, h("th", null, "reward function / metric (mean ± SE)"), names.map((n) => h("th", {class: "num"}, shorten(n, 24))))),
     h("tbody", null,
-      Object.entries(functions).map(([name, f]) => h("tr", null, h("td", null, name, h("span", {class: "muted"}, " weight " + fmtNum(f.weight, 2))), f.values.map((v, r) => h("td", {class: "num"}, fmtNum(v) + " ", h("span", {class: "muted"}, "n=" + fmtInt(f.scored[r])))))),
-      metricNames.map((name) => h("tr", null, h("td", null, name, h("span", {class: "muted"}, " metric")), report.runs.map((run) => h("td", {class: "num"}, fmtNum(run.metrics[name])))))
+      Object.entries(functions).map(([name, f]) => h("tr", null, h("td", null, name, h("span", {class: "muted"}, " weight " + fmtNum(f.weight, 2))), f.values.map((v, r) => h("td", {class: "num"}, withError(v, f.errors[r]) + " ", h("span", {class: "muted"}, "n=" + fmtInt(f.scored[r])))))),
+      metricNames.map((name) => h("tr", null, h("td", null, name, h("span", {class: "muted"}, " metric")), report.runs.map((run) => h("td", {class: "num"}, withError(run.metrics[name], (run.metrics_se || {})[name])))))
     )
   );
   return section(
@@ -104,10 +126,10 @@ function overviewSection(report, names) {
 }
 
 function exampleRows(report) {
-  const rows = report.examples.map((example, i) => ({index: i, example: example.name, key: example.key, idx: example.idx, env: example.env}));
+  const rows = report.examples.map((example, i) => ({index: i, example: example.name, key: example.key, idx: example.idx, env: example.env, input: example.input, target: example.target, output: example.output}));
   report.runs.forEach((run, r) => {
-    for (const [index, rollouts, mean, pass1, passk, errors] of run.examples) {
-      Object.assign(rows[index], {["rollouts" + r]: rollouts, ["mean" + r]: mean, ["pass1_" + r]: pass1, ["passk" + r]: passk, ["errors" + r]: errors});
+    for (const [index, rollouts, mean, pass1, passk, errors, se] of run.examples) {
+      Object.assign(rows[index], {["rollouts" + r]: rollouts, ["mean" + r]: mean, ["se" + r]: se, ["pass1_" + r]: pass1, ["passk" + r]: passk, ["errors" + r]: errors});
     }
   });
   if (report.comparison) {
@@ -124,18 +146,29 @@ function exampleRows(report) {
   return rows;
 }
 
+const IO_COLUMNS = [["input", "Input", "The first user message of the example's first episode"], ["target", "Target", "task.data.answer"], ["output", "Output", "The final assistant message of the example's first episode"]];
+
+function withError(mean, se) {
+  return isNumber(se) ? fmtNum(mean) + " ± " + fmtNum(se) : fmtNum(mean);
+}
+
 function exampleColumns(report) {
   const columns = [
     {key: "example", label: "Example", format: (v, row) => h("span", {title: row.key}, v)},
     {key: "idx", label: "#", numeric: true},
     {key: "env", label: "Environment"},
   ];
+  for (const [key, label, title] of IO_COLUMNS) {
+    if (report.examples.some((example) => example[key])) {
+      columns.push({key: key, label: label, title: title, format: (v) => v ? h("span", {class: "io", title: v}, shorten(v, 80)) : "–"});
+    }
+  }
   const multiple = report.runs.length > 1;
   report.runs.forEach((run, r) => {
     const suffix = multiple ? " (" + shorten(run.name, 16) + ")" : "";
     const k = run.passing ? run.passing.k : 0;
     columns.push({key: "rollouts" + r, label: "Rollouts" + suffix, numeric: true, format: fmtInt});
-    columns.push({key: "mean" + r, label: "Mean reward" + suffix, numeric: true, format: (v) => fmtNum(v)});
+    columns.push({key: "mean" + r, label: "Mean reward ± SE" + suffix, numeric: true, title: "Mean reward over the example's rollouts, ± its standard error (with 2+ scored rollouts)", format: (v, row) => withError(v, row["se" + r])});
     if (run.passing) {
       columns.push({key: "pass1_" + r, label: "pass@1" + suffix, numeric: true, format: fmtPct, title: "Share of rollouts passing (" + run.passing.label + " = 1)"});
       if (k > 1) columns.push({key: "passk" + r, label: "pass@" + k + suffix, numeric: true, format: fmtPct, title: "Unbiased pass@" + k + " estimate"});
@@ -149,18 +182,33 @@ function exampleColumns(report) {
   return columns;
 }
 
+// The per-example table's columns as an exported file names them.
+function exportFields(report) {
+  const fields = [["key", "key"], ["example", "example"], ["idx", "idx"], ["env", "environment"], ["input", "input"], ["target", "target"], ["output", "output"]];
+  const multiple = report.runs.length > 1;
+  report.runs.forEach((run, r) => {
+    const tag = multiple ? "[" + run.id + "]" : "";
+    fields.push(["rollouts" + r, "rollouts" + tag], ["mean" + r, "mean_reward" + tag], ["se" + r, "mean_reward_se" + tag], ["pass1_" + r, "pass_at_1" + tag]);
+    if (run.passing && run.passing.k > 1) fields.push(["passk" + r, "pass_at_" + run.passing.k + tag]);
+    fields.push(["errors" + r, "failed" + tag]);
+  });
+  report.runs.slice(1).forEach((run, i) => fields.push(["delta" + (i + 1), "delta_mean[" + run.id + "]"], ["verdict" + (i + 1), "vs_first_run[" + run.id + "]"]));
+  return fields.map(([key, name]) => ({key: key, name: name}));
+}
+
 function examplesSection(report, browser) {
   const rows = exampleRows(report);
   const verdicts = report.comparison ? [["verdict", "change", [["all", "all"], ["better", "better"], ["worse", "worse"], ["same", "same"]]]] : [];
-  const controls = {placeholder: "Filter examples by name, key or environment", checks: [["failed", "with failed rollouts only"]], selects: verdicts};
+  const controls = {placeholder: "Filter examples by name, key, environment, input, target or output", checks: [["failed", "with failed rollouts only"]], selects: verdicts};
   const match = (row, filter) => {
     if (filter.checks.failed && !report.runs.some((_, r) => row["errors" + r] > 0)) return false;
     const wanted = filter.selects.verdict;
     if (wanted && wanted !== "all" && !report.runs.slice(1).some((_, i) => row["verdict" + (i + 1)] === wanted)) return false;
-    return !filter.query || [row.example, row.key, row.env].some((v) => v && String(v).toLowerCase().includes(filter.query));
+    return !filter.query || [row.example, row.key, row.env, row.input, row.target, row.output].some((v) => v && String(v).toLowerCase().includes(filter.query));
   };
-  const table = filteredTable(exampleColumns(report), rows, controls, match, {onRowClick: (row) => browser.filter(row.key), empty: "No examples match."});
-  return section("examples", "Examples", note("One row per example (task.key). Click a header to sort, a row to list its episodes in the browser below."), table);
+  const exporter = {fileName: "examples-" + report.runs[0].id, fields: exportFields(report)};
+  const table = filteredTable(exampleColumns(report), rows, controls, match, {onRowClick: (row) => browser.filter(row.key), empty: "No examples match.", exporter: exporter});
+  return section("examples", "Examples", note("One row per example (task.key). Click a header to sort, a row to list its episodes in the browser below. Input, target and output come from the example's first episode. Export saves the rows shown, as filtered and sorted, with every run's figures."), table);
 }
 
 function comparisonSection(report) {

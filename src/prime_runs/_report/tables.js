@@ -92,7 +92,49 @@ function sortableTable(columns, options) {
     }
   }
 
-  return {element: element, setRows: setRows};
+  return {element: element, setRows: setRows, rows: () => state.rows};
+}
+
+// A text cell a spreadsheet would run as a formula (=, +, -, @ first) gets a leading ', so
+// opening the exported file never evaluates record content.
+function csvCell(value) {
+  if (value === null || value === undefined) return "";
+  let text = String(value);
+  if (typeof value === "string" && /^[=+\-@\t\r]/.test(text)) text = "'" + text;
+  return /[",\n\r]/.test(text) ? '"' + text.replace(/"/g, '""') + '"' : text;
+}
+
+function toCsv(fields, rows) {
+  const lines = [fields.map((f) => csvCell(f.name)).join(",")];
+  for (const row of rows) lines.push(fields.map((f) => csvCell(row[f.key])).join(","));
+  return lines.join("\r\n") + "\r\n";
+}
+
+function toJsonl(fields, rows) {
+  const value = (v) => (v === undefined || (typeof v === "number" && !Number.isFinite(v)) ? null : v);
+  return rows.map((row) => JSON.stringify(Object.fromEntries(fields.map((f) => [f.name, value(row[f.key])])))).join("\n") + "\n";
+}
+
+// Saves `text` as a file: a blob made here, never a URL taken from record content.
+function download(fileName, type, text) {
+  const url = URL.createObjectURL(new Blob([text], {type: type}));
+  const link = h("a", {href: url, download: fileName, hidden: true});
+  document.body.appendChild(link);
+  link.click();
+  link.remove();
+  setTimeout(() => URL.revokeObjectURL(url), 60000);
+}
+
+// exporter: {fileName, fields: [{key, name}]}; exports the rows shown (filtered, in order).
+function exportButtons(exporter, rows) {
+  const save = (kind) => {
+    const text = kind === "csv" ? toCsv(exporter.fields, rows()) : toJsonl(exporter.fields, rows());
+    download(exporter.fileName + "." + kind, kind === "csv" ? "text/csv" : "application/x-ndjson", text);
+  };
+  return h("span", {class: "export"},
+    h("button", {type: "button", class: "export-csv", onclick: () => save("csv")}, "Export CSV"),
+    " ",
+    h("button", {type: "button", class: "export-jsonl", onclick: () => save("jsonl")}, "Export JSONL"));
 }
 
 // A text box and checkboxes in front of a table; `match(row, query, checks)` decides.
@@ -130,5 +172,6 @@ function filteredTable(columns, rows, controls, match, options) {
   const table = sortableTable(columns, options);
   const bar = filterBar(controls, () => table.setRows(rows.filter((row) => match(row, bar.value()))));
   table.setRows(rows);
+  if (options.exporter) bar.element.appendChild(exportButtons(options.exporter, table.rows));
   return h("div", null, bar.element, table.element);
 }

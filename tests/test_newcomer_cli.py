@@ -1,0 +1,87 @@
+"""What a newcomer reads from ``prime-runs show`` and ``report`` (issue 23): ``report`` finds
+runs exactly as ``show`` does. Real CLI subprocesses over a real offline archive."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import prime_runs as pr
+
+
+def _root() -> Path:
+    return Path(os.environ["PRIME_RUNS_DIR"])
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "prime_runs.cli", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def _offline_run(episodes: list[dict], **init: object) -> pr.Run:
+    run = pr.init(name="newcomer", environments=["gsm8k"], mode="offline", dir=_root(), **init)
+    run.log_episodes(episodes)
+    run.finish()
+    return run
+
+
+def test_report_lists_the_runs_an_ambiguous_prefix_matches_as_show_does(episodes):
+    first, second = _offline_run(episodes[:1]), _offline_run(episodes[:1])
+    prefix = "run-"  # every offline run id starts so
+
+    show, report = _cli("show", prefix), _cli("report", prefix)
+
+    assert show.returncode == report.returncode == 2
+    for result in (show, report):
+        assert f"{prefix!r} matches 2 runs" in result.stderr, result.stderr
+        assert first.id in result.stderr and second.id in result.stderr
+    assert "give more of the id" in report.stderr
+
+
+def test_report_names_what_run_accepts_for_an_unknown_run(episodes):
+    _offline_run(episodes[:1])
+
+    report = _cli("report", "no-such-run")
+
+    assert report.returncode == 2
+    assert "no run 'no-such-run'" in report.stderr
+    assert "`prime-runs ls` lists the runs" in report.stderr
+
+
+def test_show_prints_config_values_and_folds_a_long_one(episodes):
+    config = {"temperature": 0.0, "model": "m", "prompt": "x" * 500}
+    run = _offline_run(episodes[:1], config=config)
+
+    show = _cli("show", run.id)
+
+    lines = show.stdout.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("  config:"))
+    assert lines[start] == "  config:       temperature=0.0"
+    assert lines[start + 1].strip() == 'model="m"'
+    folded = lines[start + 2].strip()
+    assert folded.startswith('prompt="xxx') and folded.endswith("… (502 characters)")
+    assert len(folded) < 150
+
+
+def test_show_prints_the_launch_file_a_config_came_from(episodes, tmp_path):
+    launch = tmp_path / "eval.toml"
+    text = 'model = "Qwen/Qwen3-8B"\n[sampling]\ntemperature = 0.0\n'
+    launch.write_text(text)
+    run = _offline_run(episodes[:1], config=str(launch))
+
+    show = _cli("show", run.id)
+
+    lines = show.stdout.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("  config:"))
+    assert lines[start] == f"  config:       eval.toml (toml, {len(text)} bytes)"
+    assert [line.strip() for line in lines[start + 1 : start + 4]] == [
+        '| model = "Qwen/Qwen3-8B"',
+        "| [sampling]",
+        "| temperature = 0.0",
+    ]
