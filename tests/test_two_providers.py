@@ -5,6 +5,8 @@ of the first, or under a ``pr.init()`` run, is journaled, delivered and counted.
 from __future__ import annotations
 
 import json
+import os
+from pathlib import Path
 from typing import Any
 
 from opentelemetry import trace
@@ -60,3 +62,29 @@ def test_episode_spans_of_a_users_provider_under_an_init_run_are_records(
     assert run.logged_records == len(episodes)
     assert run.acknowledged_records == {"traces": len(episodes), "eval_samples": len(episodes)}
     users.shutdown()
+
+
+def test_a_record_span_of_another_trace_is_never_a_record_of_the_run(
+    episodes: list[dict[str, Any]],
+) -> None:
+    from opentelemetry.trace import NonRecordingSpan, SpanContext, TraceFlags
+
+    provider = TracerProvider()
+    pr.configure_exporter(provider, mode="offline")
+    tracer = provider.get_tracer("app")
+    run_span = tracer.start_span("run", attributes={semconv.RUN_ENVIRONMENTS: ["gsm8k"]})
+    own = run_span.get_span_context()
+    # Same span id as the run, another trace: a remote parent that only collides with it.
+    other = SpanContext(own.trace_id ^ 1, own.span_id, True, TraceFlags(1))
+    _episode_spans(tracer, trace.set_span_in_context(NonRecordingSpan(other)), episodes[:1])
+    _episode_spans(tracer, trace.set_span_in_context(run_span), episodes[1:2])
+    run_span.end()
+    provider.shutdown()
+
+    run_dir = next(Path(os.environ["PRIME_RUNS_DIR"]).iterdir())
+    lines = [
+        json.loads(line)
+        for path in (run_dir / "records").glob("*.jsonl")
+        for line in path.read_text().splitlines()
+    ]
+    assert [r["id"] for r in lines] == [episodes[1]["id"]]

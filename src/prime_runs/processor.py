@@ -45,8 +45,14 @@ SDK_SCOPE = "prime_runs"  # the tracer of init() runs, whose record spans carry 
 # provider under a run of another (pr.init()'s own provider, a second SDK provider) is
 # found by the processor of its own provider. Each processor still owns (closes, flushes)
 # only the runs it opened.
-_RUN_SPANS: dict[int, RunState] = {}
-_MEMBER_SPANS: dict[int, RunState] = {}
+# Keyed by (trace id, span id): a span of another trace whose parent id happens to equal a
+# run's span id is not adopted.
+_RUN_SPANS: dict[tuple[int, int], RunState] = {}
+_MEMBER_SPANS: dict[tuple[int, int], RunState] = {}
+
+
+def _key(context: SpanContext) -> tuple[int, int]:
+    return (context.trace_id, context.span_id)
 
 
 class RunProcessor(SpanProcessor):
@@ -73,8 +79,8 @@ class RunProcessor(SpanProcessor):
         """The run a span belongs to (the run span itself or any span under it)."""
         if span_context is None or not span_context.is_valid:
             return None
-        sid = span_context.span_id
-        return _RUN_SPANS.get(sid) or _MEMBER_SPANS.get(sid)
+        key = _key(span_context)
+        return _RUN_SPANS.get(key) or _MEMBER_SPANS.get(key)
 
     def open_runs(self) -> list[RunState]:
         with self._lock:
@@ -90,12 +96,12 @@ class RunProcessor(SpanProcessor):
             parent = span.parent
             if parent is None:
                 return
-            run = _RUN_SPANS.get(parent.span_id)
-            state = run or _MEMBER_SPANS.get(parent.span_id)
+            run = _RUN_SPANS.get(_key(parent))
+            state = run or _MEMBER_SPANS.get(_key(parent))
             if state is None and parent.is_remote:
                 state = self._join(parent_context)
             if state is not None:
-                _MEMBER_SPANS[span.context.span_id] = state
+                _MEMBER_SPANS[_key(span.context)] = state
                 if not _sdk_record_span(span):  # never a GenAI episode, even if its attributes
                     self._genai.on_start(span, state, run is not None)  # are cut
         except Exception:
@@ -109,7 +115,7 @@ class RunProcessor(SpanProcessor):
             if span.name == semconv.RUN_SPAN:
                 with self._lock:
                     state = self._runs.pop(context.span_id, None)
-                    _RUN_SPANS.pop(context.span_id, None)
+                    _RUN_SPANS.pop(_key(context), None)
                 if state is not None:
                     note_run_ended(context.trace_id)
                     self._ingest_events(state, span)  # before the run closes
@@ -118,7 +124,7 @@ class RunProcessor(SpanProcessor):
                     warn_if_empty(state)
                     self._finish_raw(state, span)
                 return
-            state = _MEMBER_SPANS.pop(context.span_id, None)
+            state = _MEMBER_SPANS.pop(_key(context), None)
             if state is None:
                 return
             payload = None
@@ -165,7 +171,7 @@ class RunProcessor(SpanProcessor):
         _exit.track_state(state)  # reset in forked children, drained there at exit
         with self._lock:
             self._runs[span.context.span_id] = state
-            _RUN_SPANS[span.context.span_id] = state
+            _RUN_SPANS[_key(span.context)] = state
         span.set_attribute(semconv.RUN_ID, state.run_id)
         span.set_attribute(semconv.RUN_MODE, state.identity.mode)
         span.set_attribute(semconv.RUN_TYPE, state.identity.kind)
