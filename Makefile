@@ -39,13 +39,14 @@ lint: $(STAMP)
 	$(BIN)/ruff format --check src tests examples bench e2e
 
 # The oldest OpenTelemetry the project declares (opentelemetry-api/-sdk >=1.27 in
-# pyproject.toml), with the instrumentation and distro releases of its day. The tests that
-# need packages only newer releases have (the official OpenAI instrumentation) or the
+# pyproject.toml), with the instrumentation and distro releases of its day. The tests of
+# third-party GenAI instrumentations (which need newer OpenTelemetry releases) and of the
 # browser run in `make test` on every Python.
 OLDEST_OTEL := opentelemetry-api==1.27.0 opentelemetry-sdk==1.27.0 \
 	opentelemetry-instrumentation==0.48b0 opentelemetry-distro==0.48b0
 OLDEST_VENV := .venv-otel-oldest
-NEEDS_NEWER := tests/test_genai_openai.py tests/test_report_browser.py
+NEEDS_NEWER := tests/test_genai_openai.py tests/test_genai_openinference.py \
+	tests/test_genai_openllmetry.py tests/test_genai_pydantic_ai.py tests/test_report_browser.py
 
 test-oldest-otel:
 	$(PYTHON) -m venv $(OLDEST_VENV)

@@ -70,3 +70,16 @@ def test_a_full_batch_queue_logs_on_a_logger_we_name() -> None:
 
     assert seen, "the batch processor dropped spans without a log line"
     assert set(seen) <= set(BATCH_PROCESSOR_LOGGERS), seen
+
+
+def test_the_logs_signal_names_the_genai_log_processor_reads_are_there() -> None:
+    from opentelemetry._logs import get_logger_provider
+    from opentelemetry.sdk import _logs as sdk_logs
+    from opentelemetry.sdk._logs import export as logs_export
+
+    from prime_runs._genai import log_processor
+
+    assert callable(get_logger_provider)
+    assert hasattr(sdk_logs, "LoggerProvider") and hasattr(sdk_logs, "LogRecordProcessor")
+    assert any(hasattr(logs_export, n) for n in ("LogRecordExporter", "LogExporter"))
+    assert issubclass(log_processor.GenAILogProcessor, sdk_logs.LogRecordProcessor)
