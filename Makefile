@@ -40,20 +40,21 @@ lint: $(STAMP)
 
 # The oldest OpenTelemetry the project declares (opentelemetry-api/-sdk >=1.27 in
 # pyproject.toml), with the instrumentation and distro releases of its day. The tests of
-# third-party GenAI instrumentations (which need newer OpenTelemetry releases) and of the
-# browser run in `make test` on every Python.
+# third-party GenAI instrumentations (which need newer OpenTelemetry releases), of the
+# browser and of the dev extra's own install run in `make test` on every Python.
 OLDEST_OTEL := opentelemetry-api==1.27.0 opentelemetry-sdk==1.27.0 \
 	opentelemetry-instrumentation==0.48b0 opentelemetry-distro==0.48b0
 OLDEST_VENV := .venv-otel-oldest
-NEEDS_NEWER := tests/test_genai_openai.py tests/test_genai_openinference.py \
-	tests/test_genai_openllmetry.py tests/test_genai_pydantic_ai.py tests/test_report_browser.py
+NOT_IN_OLDEST := tests/test_genai_openai.py tests/test_genai_openinference.py \
+	tests/test_genai_openllmetry.py tests/test_genai_pydantic_ai.py tests/test_report_browser.py \
+	tests/test_newcomer_install.py
 
 test-oldest-otel:
 	$(PYTHON) -m venv $(OLDEST_VENV)
 	$(OLDEST_VENV)/bin/pip install --quiet --upgrade pip
 	$(OLDEST_VENV)/bin/pip install --quiet -e . $(OLDEST_OTEL) 'pytest>=8' 'pytest-timeout>=2.3' \
 	  'pydantic>=2' 'hatchling>=1.18'
-	$(OLDEST_VENV)/bin/python -m pytest $(addprefix --ignore=,$(NEEDS_NEWER))
+	$(OLDEST_VENV)/bin/python -m pytest $(addprefix --ignore=,$(NOT_IN_OLDEST))
 
 e2e:
 	PYTHON=$(PYTHON) e2e/run.sh
