@@ -65,3 +65,33 @@ def test_a_hundred_offline_runs_close_their_journals(episodes):
         run.finish()
 
     _assert_a_hundred_cost_what_one_did(run_once)
+
+
+def test_a_hundred_flushed_joins_as_the_ray_recipe_does_share_one_join(prime_env, episodes):
+    owner = pr.init(name="ray-like", environments=["gsm8k"], model="m", framework="f")
+    carrier = owner.context()
+
+    def task(i: int) -> None:  # docs/distributed.md: join, log, flush; no finish
+        worker = pr.init(join=carrier)
+        worker.log_episodes({**episodes[0], "id": f"t{i}"})
+        assert worker.flush(timeout=60)
+
+    _assert_a_hundred_cost_what_one_did(task)
+    owner.finish()
+    assert len(prime_env.episodes) == ROUNDS + 1
+
+
+def test_finishing_one_handle_of_a_shared_join_leaves_the_others_logging(prime_env, episodes):
+    owner = pr.init(name="threaded-actor", environments=["gsm8k"], model="m", framework="f")
+    first = pr.init(join=owner.context())
+    second = pr.init(join=owner.context())  # another task of the same worker, meanwhile
+    first.log_episodes({**episodes[0], "id": "a"})
+
+    first.finish()
+
+    assert first.finished and not second.finished
+    second.log_episodes({**episodes[1], "id": "b"})  # not refused as logged after finish
+    second.finish()
+    assert second.finished and second.dropped_records == 0
+    owner.finish()
+    assert {"a", "b"} <= set(prime_env.episodes)

@@ -18,6 +18,7 @@ import math
 import threading
 import time
 from collections.abc import Callable
+from typing import Any
 
 from .errors import ConfigurationError
 
@@ -101,3 +102,26 @@ class CloseOut:
                 self._on_late(self.error is None)
             except Exception:  # a late bookkeeping failure has no one to report to
                 pass
+
+
+def down_message(kept: int, stored: int, where: object) -> str:
+    """What finish() says when the platform stored nothing (or stopped storing)."""
+    what = "stored none of" if not stored else "stopped storing"
+    at = f" in {where}" if where is not None else ""
+    return (
+        f"the platform {what} this run's records and kept failing; finish() stopped "
+        f"waiting for it. {kept} records are kept locally{at}; `prime-runs sync` "
+        "will deliver them (and close the run) once the platform is back"
+    )
+
+
+def platform_summary(summary: dict[str, Any] | None, written: int | None) -> dict[str, Any]:
+    """The summary the close-out sends: with ``prime_runs.traces_episodes_written`` for an
+    online run (non-finite numbers are dropped by the close-out itself, contract §4.8)."""
+    out = dict(summary or {})
+    if written is not None:
+        extra = out.get("prime_runs")
+        extra = dict(extra) if isinstance(extra, dict) else {}
+        extra["traces_episodes_written"] = written
+        out["prime_runs"] = extra
+    return out

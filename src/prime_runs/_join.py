@@ -8,8 +8,10 @@ it journals and uploads its own records only.
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import os
+import threading
 from collections.abc import Mapping
 from typing import Any
 
@@ -90,6 +92,57 @@ def context_to_join(explicit: Mapping[str, str] | None = None) -> otel_context.C
             return current
     env = {k: os.environ[k] for k in (TRACEPARENT_ENV, BAGGAGE_ENV) if k in os.environ}
     return extract(env) if TRACEPARENT_ENV in env else None
+
+
+# This process's open join of each run: joining the same run again (a Ray task per shard
+# in one worker) takes another handle on it rather than another journal and connection.
+_lock = threading.Lock()
+_open: dict[str, tuple[RunState, dict[str, Any]]] = {}
+
+
+def shared_join(
+    run_id: str, ctx: otel_context.Context | None, defaults: Mapping[str, Any]
+) -> RunState | None:
+    """The process's open join of ``run_id`` made with the same settings, with one more
+    handle on it (``RunState.release_handle``); else a new one."""
+    wanted = {**defaults, "_where": _where(defaults)}
+    with _lock:
+        found = _open.get(run_id)
+        if found is not None and found[1] == wanted and found[0].take_handle():
+            return found[0]
+    state = join_state(run_id, ctx, defaults)
+    if state is not None:
+        with _lock:
+            _open[run_id] = (state, wanted)
+    return state
+
+
+def _where(defaults: Mapping[str, Any]) -> tuple[object, ...]:
+    """Where a join's records would go: the same run id on another platform or archive
+    root is another join."""
+    try:
+        settings = Settings.resolve(
+            api_key=defaults.get("api_key"), base_url=defaults.get("base_url")
+        )
+    except Exception:
+        return ()
+    key = settings.api_key or ""
+    return (
+        hashlib.sha256(key.encode()).hexdigest(),  # which account, without keeping the key
+        settings.base_url,
+        settings.traces_url,
+        archive_root(defaults.get("dir")),
+    )
+
+
+def _after_fork() -> None:
+    global _lock
+    _lock = threading.Lock()
+    _open.clear()  # the parent's joins are the parent's
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork)
 
 
 def join_state(

@@ -90,6 +90,7 @@ class RunState:
         self._pid = os.getpid()
         self.span: Any = None
         self.gate = LogGate()  # finish() waits for log calls in flight, then refuses more
+        self._handles = 1  # Run handles on this state (a join shared by several, see _join)
         self._status_lock = threading.Lock()
         self._closed = False  # the platform confirmed the close-out
         self._late_error: int | None = None  # index in errors of the late-logging entry
@@ -113,6 +114,20 @@ class RunState:
     @property
     def forked(self) -> bool:
         return os.getpid() != self._pid
+
+    def take_handle(self) -> bool:
+        """One more handle on this state; False once it is finishing (or in a forked child)."""
+        with self._finish_lock:
+            if self.finishing or self.finished or self.forked:
+                return False
+            self._handles += 1
+            return True
+
+    def release_handle(self) -> int:
+        """A handle is done with this state; how many others still hold it."""
+        with self._finish_lock:
+            self._handles = max(0, self._handles - 1)
+            return self._handles
 
     # -- errors --------------------------------------------------------------------
 
@@ -317,13 +332,8 @@ class RunState:
         with self.counters.lock:
             kept = self.counters.logged - self.counters.unjournaled
             stored = sum(self.counters.acked.values())
-        what = "stored none of" if not stored else "stopped storing"
-        where = f" in {self.archive.path}" if self.archive is not None else ""
-        self.report(
-            f"the platform {what} this run's records and kept failing; finish() stopped "
-            f"waiting for it. {kept} records are kept locally{where}; `prime-runs sync` "
-            "will deliver them (and close the run) once the platform is back"
-        )
+        where = self.archive.path if self.archive is not None else None
+        self.report(_finishing.down_message(kept, stored, where))
 
     def _close_out(self, status: RunStatus, error: str | None, deadline: float) -> bool:
         """Close the run on the platform within ``deadline`` (plus ``CLOSE_MARGIN``)."""
@@ -365,14 +375,9 @@ class RunState:
             self.report(f"could not write the run's status to the archive: {exc}")
 
     def _summary_for_platform(self) -> dict[str, Any]:
-        # Non-finite numbers are dropped by the platform close-out (contract §4.8).
-        summary = dict(self.summary or {})
-        if self.identity.mode == "online":
-            extra = summary.get("prime_runs")
-            extra = dict(extra) if isinstance(extra, dict) else {}
-            extra["traces_episodes_written"] = self.counters.traces_episodes_written
-            summary["prime_runs"] = extra
-        return summary
+        written = self.counters.traces_episodes_written
+        online = self.identity.mode == "online"
+        return _finishing.platform_summary(self.summary, written if online else None)
 
     def _status_doc(self, *, closed: bool = False) -> dict[str, Any]:
         c = self.counters

@@ -16,7 +16,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from . import _exit, semconv
 from ._argcheck import check_arguments
 from ._ids import ID_GENERATOR
-from ._join import context_to_join, join_state
+from ._join import context_to_join, shared_join
 from ._open import RunOptions, check_on_error, open_state
 from ._provenance import from_resource
 from ._state import RAISE, RunState
@@ -214,7 +214,7 @@ def _join(
     }
     provider = _sdk_provider(tracer_provider)
     defaults["resource"] = from_resource(provider.resource)
-    state = join_state(run_id, ctx, defaults)
+    state = shared_join(run_id, ctx, defaults)
     parent = trace.get_current_span(ctx)
     if state is None:
         return Run(None, span=parent, tracer=None, mode=DISABLED, run_id=run_id)
