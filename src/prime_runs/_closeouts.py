@@ -125,6 +125,9 @@ os.register_at_fork(after_in_child=_forget_after_fork)
 # -- runs still open ---------------------------------------------------------------
 
 
+CRASH_REASON = "process exited without finishing the run"
+
+
 def close_open(state: RunState, status: RunStatus, reason: str | None, timeout: float) -> bool:
     """Finish a run whose span is still open, within ``timeout``, then end its span.
 

@@ -182,11 +182,10 @@ def _close_state(
     exporter still gets it); only drain a forked child's or a joined worker's."""
     try:
         if state.owner and not state.forked:
-            from .run import CRASH_REASON
             from .status import RunStatus
 
             final = RunStatus.CRASHED if status is None else status
-            why = CRASH_REASON if status is None else reason
+            why = _closeouts.CRASH_REASON if status is None else reason
             _closeouts.close_open(state, final, why, left)
         else:
             state.finish(state.status, None, None, left)

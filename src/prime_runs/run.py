@@ -11,6 +11,7 @@ from opentelemetry import context as otel_context
 from opentelemetry import trace
 
 from . import _closeouts, _exit, _records, semconv
+from ._closeouts import CRASH_REASON
 from ._emptyrun import warn_if_empty
 from ._encode import EPISODE, encode
 from ._finishing import DEFAULT_FINISH_TIMEOUT, check_timeout
@@ -20,8 +21,6 @@ from .errors import PrimeRunsError, RecordError, RunFinishedError, describe
 from .status import RunStatus
 
 logger = logging.getLogger("prime_runs")
-
-CRASH_REASON = "process exited without finishing the run"
 
 
 def _as_records(records: object) -> Iterable[object]:

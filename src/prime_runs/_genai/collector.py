@@ -18,10 +18,12 @@ from typing import TYPE_CHECKING
 
 from opentelemetry.sdk.trace import ReadableSpan, Span
 
+import prime_runs._genai.names as names
+import prime_runs._genai.openinference as openinference
+
 from .._encode import encode
 from ..errors import PrimeRunsError
 from ..semconv import EPISODE_SPAN, RECORD, RECORD_KIND, RECORD_REF
-from . import names, openinference
 from .episode import build
 from .logs import LogEvent
 from .reporting import RunReports

@@ -9,7 +9,10 @@ from typing import Any
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.trace import StatusCode
 
-from . import messages, names, openinference
+import prime_runs._genai.messages as messages
+import prime_runs._genai.names as names
+import prime_runs._genai.openinference as openinference
+
 from .logs import LogEvent, merged
 from .trace import TraceBuilder, error_of, seconds
 

@@ -18,7 +18,8 @@ from typing import Any
 
 from opentelemetry.sdk.trace import ReadableSpan
 
-from . import messages, names
+import prime_runs._genai.messages as messages
+import prime_runs._genai.names as names
 
 # Attributes a details record carries for its span (structured values, not JSON strings).
 CONTENT_ATTRIBUTES = (names.INPUT_MESSAGES, names.OUTPUT_MESSAGES, names.SYSTEM_INSTRUCTIONS)

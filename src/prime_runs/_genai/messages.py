@@ -15,7 +15,7 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from . import names
+import prime_runs._genai.names as names
 
 Message = dict[str, Any]
 

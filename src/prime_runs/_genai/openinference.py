@@ -12,7 +12,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from . import names
+import prime_runs._genai.names as names
 
 SPAN_KIND = "openinference.span.kind"
 LLM, AGENT, CHAIN = "LLM", "AGENT", "CHAIN"

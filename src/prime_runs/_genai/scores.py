@@ -6,8 +6,9 @@ import math
 
 from opentelemetry import trace
 
+import prime_runs._genai.names as names
+
 from ..errors import RecordError
-from . import names
 
 
 def record_score(

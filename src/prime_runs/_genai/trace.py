@@ -8,7 +8,9 @@ from typing import Any
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.trace import StatusCode
 
-from . import messages, names
+import prime_runs._genai.messages as messages
+import prime_runs._genai.names as names
+
 from .messages import Message
 
 NS = 1e-9  # span times are nanoseconds; records use seconds

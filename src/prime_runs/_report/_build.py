@@ -14,9 +14,10 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
+import prime_runs._report._stats as _stats
+
 from .._configview import view as config_view
 from .._version import __version__
-from . import _stats
 from ._browse import browse_order, episode_doc
 from ._episode import EpisodeSummary, Example
 from ._load import LoadedRun, read_record

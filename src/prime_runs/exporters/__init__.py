@@ -9,11 +9,8 @@ OpenTelemetry's own ``BatchSpanProcessor`` (the SDK's live path) or a user's pro
 See ``docs/opentelemetry.md``.
 """
 
-from ._exporter import (
-    PrimeRunsExporter,
-    PrimeTracesExporter,
-    SampleTableExporter,
-)
+from ._attaching import PrimeRunsExporter
+from ._exporter import PrimeTracesExporter, SampleTableExporter
 
 __all__ = [
     "PrimeRunsExporter",

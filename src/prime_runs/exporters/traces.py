@@ -101,7 +101,7 @@ class TracesSink:
         self._transport = transport
         # prime-traces (and its pydantic models) loads here, when an online run builds
         # its traces sink: never on `import prime_runs` or for offline runs.
-        from . import _traces_client
+        import prime_runs.exporters._traces_client as _traces_client
 
         self._pt = _traces_client
         self._client: _traces_client.UploadClient | None = None

@@ -14,10 +14,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import prime_runs.platform.evaluations as evaluations
+
 from ..errors import PrimeRunsError
 from ..settings import Settings
 from ..status import RunStatus
-from . import evaluations
 from ._http import PlatformClient
 from .environments import dataset_name, resolve_environments
 
