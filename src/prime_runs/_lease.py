@@ -32,6 +32,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from ._nofollow import open_in_run
+
 try:
     import fcntl
 except ImportError:  # no POSIX locks on this platform: leases are not enforced
@@ -39,8 +41,6 @@ except ImportError:  # no POSIX locks on this platform: leases are not enforced
 
 LEASES_DIR = "leases"
 SYNC_LOCK_FILE = ".sync.lock"
-_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
-_DIRECTORY = getattr(os, "O_DIRECTORY", 0)
 
 GRACE = 120.0  # seconds a lingering lease is held past the finish (traces REQUEST_TIMEOUT)
 _POLL = 0.1  # how often a waiting sync looks at a lease again
@@ -58,11 +58,7 @@ def _open(run_dir: Path, segment: str, flags: int) -> int:
     """Open ``leases/<segment>`` without following a symbolic link below ``run_dir``."""
     if flags & os.O_CREAT:
         (run_dir / LEASES_DIR).mkdir(exist_ok=True)
-    dir_fd = os.open(run_dir / LEASES_DIR, os.O_RDONLY | _DIRECTORY | _NOFOLLOW)
-    try:
-        return os.open(segment, flags | _NOFOLLOW, 0o644, dir_fd=dir_fd)
-    finally:
-        os.close(dir_fd)
+    return open_in_run(run_dir, f"{LEASES_DIR}/{segment}", flags)
 
 
 def hold(run_dir: Path, segment: str) -> None:
@@ -181,7 +177,7 @@ def sync_lock(run_dir: Path) -> Iterator[bool]:
     if fcntl is None:  # no advisory locks here: rely on the user not racing two syncs
         yield True
         return
-    fd = os.open(Path(run_dir) / SYNC_LOCK_FILE, os.O_RDWR | os.O_CREAT | _NOFOLLOW, 0o644)
+    fd = open_in_run(Path(run_dir), SYNC_LOCK_FILE, os.O_RDWR | os.O_CREAT)  # never via a link
     try:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)

@@ -42,6 +42,7 @@ from ._archive import (
 )
 from ._encode import encode, kind_of, traces_problem
 from ._lines import parse_record
+from ._nofollow import segment_paths
 from ._progress import Progress
 from ._provenance import from_resource, upload_context
 from ._runinfo import SAMPLES, SINK_LABELS, TRACES, RunInfo, inspect
@@ -231,7 +232,7 @@ class _Syncer:
             | acks.get(settled_name(sink, SKIPPED), set())
             for sink in active
         }
-        segments = sorted(p.name for p in (self.archive.path / RECORDS_DIR).glob("*.jsonl"))
+        segments = [p.name for p in segment_paths(self.archive.path / RECORDS_DIR)]
         self.busy = _lease.wait_free(self.archive.path, segments, LEASE_WAIT)
         total = sum(info.pending[sink] for sink in active)
         what = ", ".join(f"{info.pending[s]} {SINK_LABELS[s]}" for s in active)

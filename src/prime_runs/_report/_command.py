@@ -10,13 +10,13 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from .._archive import RunArchive
+from .._nofollow import open_in_run
 from .._runinfo import RunNotFound, lookup_run
 from ._build import DEFAULT_BUDGET, build
 from ._html import render
 from ._load import load_run
 
 REPORT_FILE = "report.html"
-_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 OK, FAILED, USAGE = 0, 1, 2
 
 
@@ -40,7 +40,7 @@ def write_report(
     tmp = output.with_name(f".{output.name}.tmp")
     try:
         tmp.unlink(missing_ok=True)  # a leftover, or a planted link: never written through
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW, 0o644)
+        fd = open_in_run(tmp.parent, tmp.name, os.O_WRONLY | os.O_CREAT | os.O_EXCL)
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             f.write(page)
         tmp.replace(output)  # replaces a link at ``output`` itself, not its target
