@@ -105,27 +105,32 @@ def shared_join(
 ) -> RunState | None:
     """The process's open join of ``run_id`` made with the same settings, with one more
     handle on it (``RunState.release_handle``); else a new one."""
-    wanted = {**defaults, "_where": _where(defaults)}
+    settings = _settings(run_id, defaults)
+    if settings is None:
+        return None
+    wanted = {**defaults, "_where": _where(settings, defaults)}
     with _lock:
         found = _open.get(run_id)
         if found is not None and found[1] == wanted and found[0].take_handle():
             return found[0]
-    state = join_state(run_id, ctx, defaults)
+    state = join_state(run_id, ctx, defaults, settings)
     if state is not None:
         with _lock:
             _open[run_id] = (state, wanted)
     return state
 
 
-def _where(defaults: Mapping[str, Any]) -> tuple[object, ...]:
+def _settings(run_id: str, defaults: Mapping[str, Any]) -> Settings | None:
+    try:
+        return Settings.resolve(api_key=defaults.get("api_key"), base_url=defaults.get("base_url"))
+    except Exception as exc:
+        logger.warning("prime-runs: cannot join run %s: %s", run_id, exc)
+        return None
+
+
+def _where(settings: Settings, defaults: Mapping[str, Any]) -> tuple[object, ...]:
     """Where a join's records would go: the same run id on another platform or archive
     root is another join."""
-    try:
-        settings = Settings.resolve(
-            api_key=defaults.get("api_key"), base_url=defaults.get("base_url")
-        )
-    except Exception:
-        return ()
     key = settings.api_key or ""
     return (
         hashlib.sha256(key.encode()).hexdigest(),  # which account, without keeping the key
@@ -146,15 +151,16 @@ if hasattr(os, "register_at_fork"):
 
 
 def join_state(
-    run_id: str, ctx: otel_context.Context | None, defaults: Mapping[str, Any]
+    run_id: str,
+    ctx: otel_context.Context | None,
+    defaults: Mapping[str, Any],
+    settings: Settings | None = None,
 ) -> RunState | None:
     """A non-owning state that logs into ``run_id`` from this process."""
     mode = baggage.get_baggage(BAGGAGE_MODE, ctx) or OFFLINE
     opts = RunOptions(**{k: v for k, v in defaults.items() if k in RunOptions.__dataclass_fields__})
-    try:
-        settings = Settings.resolve(api_key=opts.api_key, base_url=opts.base_url)
-    except Exception as exc:
-        logger.warning("prime-runs: cannot join run %s: %s", run_id, exc)
+    settings = settings or _settings(run_id, defaults)
+    if settings is None:
         return None
     mode = str(mode)
     if mode == ONLINE and not settings.api_key:

@@ -20,6 +20,7 @@ from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
 from ._otel_private import BATCH_PROCESSOR_LOGGERS
+from .settings import positive_env_int
 
 logger = logging.getLogger("prime_runs")
 
@@ -66,15 +67,7 @@ _install_filter()
 
 def batch_settings() -> dict[str, int]:
     """The ``BatchSpanProcessor`` settings: ``OTEL_BSP_*`` where set (and valid), else ours."""
-    chosen: dict[str, int] = {}
-    for arg, (env, default) in _ENV.items():
-        raw = os.environ.get(env, "").strip()
-        try:
-            value = int(raw) if raw else default
-        except ValueError:
-            logger.warning("prime-runs: %s=%r is not an integer; using %d", env, raw, default)
-            value = default
-        chosen[arg] = value if value > 0 else default
+    chosen = {arg: positive_env_int(env, default) for arg, (env, default) in _ENV.items()}
     # The SDK refuses a batch larger than the queue.
     chosen["max_export_batch_size"] = min(chosen["max_export_batch_size"], chosen["max_queue_size"])
     return chosen

@@ -59,9 +59,9 @@ class Run:
         self._mode = mode
         self._id = run_id or (state.run_id if state else f"disabled-{secrets.token_hex(8)}")
         self._name = name or (state.identity.name if state else self._id)
+        # A disabled run's status; for a handle on a join that other handles of this process
+        # still use, the status its own finish() gave (see _join.shared_join).
         self._status = RunStatus.RUNNING
-        # Set when this handle finished a join that other handles of the process still use.
-        self._released: RunStatus | None = None
         self._tokens: list[object] = []
         if state is not None:
             _exit.track(self)
@@ -89,15 +89,15 @@ class Run:
 
     @property
     def status(self) -> RunStatus:
-        if self._released is not None:
-            return self._released
-        return self._state.status if self._state else self._status
+        if self._state is None or self._status is not RunStatus.RUNNING:
+            return self._status
+        return self._state.status
 
     @property
     def finished(self) -> bool:
-        if self._released is not None:
-            return True
-        return self._state.finished if self._state else self._status is not RunStatus.RUNNING
+        if self._state is None or self._status is not RunStatus.RUNNING:
+            return self._status is not RunStatus.RUNNING
+        return self._state.finished
 
     @property
     def on_error(self) -> str:
@@ -185,7 +185,7 @@ class Run:
             self._bad_input(exc, 1)
             return
         gate = state.gate
-        if self._released is not None or not gate.enter():
+        if self._status is not RunStatus.RUNNING or not gate.enter():
             self._refuse_late(sum(1 for _ in items))
             return
         try:
@@ -295,12 +295,12 @@ class Run:
         if summary is not None and not isinstance(summary, Mapping):
             raise TypeError(f"summary must be a mapping, not {type(summary).__name__}")
         state = self._state
-        if self._released is not None:
+        if self._status is not RunStatus.RUNNING:
             return  # this handle finished already (the first call's status wins)
         if not state.owner and state.release_handle() > 0:
             # Other handles of this process's join of the run still use it: this one only
             # drains what was logged so far (see _join.shared_join).
-            self._released = status
+            self._status = status
             _exit.untrack(self)
             state.flush(seconds)
             state.raise_pending()

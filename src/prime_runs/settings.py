@@ -27,6 +27,7 @@ Environment variables:
 from __future__ import annotations
 
 import json
+import logging
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -35,6 +36,8 @@ from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 from .errors import ConfigurationError
+
+logger = logging.getLogger("prime_runs")
 
 API_KEY_ENV = "PRIME_API_KEY"
 TEAM_ID_ENV = "PRIME_TEAM_ID"
@@ -71,6 +74,22 @@ DISABLED = "disabled"
 MODES = (ONLINE, OFFLINE, DISABLED)
 
 _API_PATH = "/api/v1"
+
+
+def positive_env_int(name: str, default: int) -> int:
+    """An ``OTEL_*`` setting that is a positive integer (a size, or milliseconds): its value
+    where set and valid, else ``default``, with one warning naming what was wrong."""
+    raw = os.environ.get(name, "").strip()
+    if not raw:
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        value = 0
+    if value > 0:
+        return value
+    logger.warning("prime-runs: %s=%r is not a positive integer; using %d", name, raw, default)
+    return default
 
 
 def default_config_path() -> Path:

@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import logging
 import math
-import os
 import time
 from collections.abc import Sequence
 from typing import Any
@@ -37,13 +36,14 @@ from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
 from .. import _registry, semconv
 from ..errors import ConfigurationError
+from ..settings import positive_env_int
 from .samples import SINK_NAME as SAMPLES
 from .traces import SINK_NAME as TRACES
 
 logger = logging.getLogger("prime_runs")
 
 EXPORT_TIMEOUT_ENV = "OTEL_BSP_EXPORT_TIMEOUT"
-DEFAULT_EXPORT_TIMEOUT = 30.0  # OpenTelemetry's default for OTEL_BSP_EXPORT_TIMEOUT
+DEFAULT_EXPORT_TIMEOUT_MS = 30_000  # OpenTelemetry's default for OTEL_BSP_EXPORT_TIMEOUT
 
 
 def export_timeout(timeout: float | None = None) -> float:
@@ -52,21 +52,7 @@ def export_timeout(timeout: float | None = None) -> float:
         if not isinstance(timeout, (int, float)) or math.isnan(timeout) or timeout <= 0:
             raise ConfigurationError(f"timeout must be a number of seconds > 0, not {timeout!r}")
         return float(timeout)
-    raw = os.environ.get(EXPORT_TIMEOUT_ENV, "").strip()
-    try:
-        millis = float(raw) if raw else 0.0
-    except ValueError:
-        millis = 0.0
-    if not millis > 0 or math.isinf(millis):
-        if raw:
-            logger.warning(
-                "prime-runs: %s=%r is not a positive number of milliseconds; using %d",
-                EXPORT_TIMEOUT_ENV,
-                raw,
-                DEFAULT_EXPORT_TIMEOUT * 1000,
-            )
-        return DEFAULT_EXPORT_TIMEOUT
-    return millis / 1000
+    return positive_env_int(EXPORT_TIMEOUT_ENV, DEFAULT_EXPORT_TIMEOUT_MS) / 1000
 
 
 class RunRecordExporter(SpanExporter):
