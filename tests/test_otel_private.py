@@ -17,7 +17,7 @@ from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
 
 from prime_runs._otel_private import BATCH_PROCESSOR_LOGGERS, SUPPRESS_KEYS
-from prime_runs.platform._http import suppress_instrumentation as our_suppress
+from prime_runs._otel_private import suppress_instrumentation as our_suppress
 
 
 def test_our_suppression_is_what_instrumentations_read() -> None:

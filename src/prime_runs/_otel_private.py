@@ -4,7 +4,7 @@ OpenTelemetry has no public way to do these two things, so the SDK's own private
 used, each checked by ``tests/test_otel_private.py`` (which fails if a release changes one):
 
 - ``SUPPRESS_KEYS``: the context keys instrumentations read to stay quiet. The SDK's own
-  uploads are made with them set, so an httpx instrumentation of the user's does not trace
+  uploads are made with them set (``suppress_instrumentation()`` below), so an httpx instrumentation of the user's does not trace
   them. The public helper (``opentelemetry.instrumentation.utils.suppress_instrumentation``)
   lives in a package that is not a dependency; it sets the same keys.
 - ``BATCH_PROCESSOR_LOGGERS``: where ``BatchSpanProcessor`` logs "Queue full, dropping Span."
@@ -20,6 +20,9 @@ same test checks that the names it reads are there.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+
 from opentelemetry import context as otel_context
 
 # opentelemetry-instrumentation's is_instrumentation_enabled() reads the plain key too.
@@ -34,3 +37,16 @@ SUPPRESS_KEYS: tuple[str, ...] = tuple(
 )
 
 BATCH_PROCESSOR_LOGGERS = ("opentelemetry.sdk._shared_internal", "opentelemetry.sdk.trace.export")
+
+
+@contextmanager
+def suppress_instrumentation() -> Iterator[None]:
+    """Run the block with OpenTelemetry instrumentation switched off for this context."""
+    ctx = otel_context.get_current()
+    for key in SUPPRESS_KEYS:
+        ctx = otel_context.set_value(key, True, ctx)
+    token = otel_context.attach(ctx)
+    try:
+        yield
+    finally:
+        otel_context.detach(token)

@@ -21,7 +21,8 @@ from typing import TYPE_CHECKING
 
 import httpx
 
-from ..platform._http import suppress_instrumentation, user_agent
+from .._otel_private import suppress_instrumentation
+from ..platform._http import user_agent
 from ._base import Deadline, Item, Outcome, as_deadline
 
 if TYPE_CHECKING:

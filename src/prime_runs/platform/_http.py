@@ -20,17 +20,15 @@ import os
 import random
 import sys
 import time
-from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Callable, Mapping
 from datetime import datetime, timezone
 from email.utils import parsedate_to_datetime
 from typing import Any, Protocol
 
 import httpx
-from opentelemetry import context as otel_context
 
 from .._json import encode_json  # refuses non-finite numbers locally, not as a 400
-from .._otel_private import SUPPRESS_KEYS
+from .._otel_private import suppress_instrumentation
 from .._version import __version__
 from ..errors import (
     APIError,
@@ -100,19 +98,6 @@ UNAMBIGUOUS_TRANSPORT_ERRORS: tuple[type[Exception], ...] = (
     httpx.UnsupportedProtocol,
     httpx.LocalProtocolError,
 )
-
-
-@contextmanager
-def suppress_instrumentation() -> Iterator[None]:
-    """Run the block with OpenTelemetry instrumentation switched off for this context."""
-    ctx = otel_context.get_current()
-    for key in SUPPRESS_KEYS:
-        ctx = otel_context.set_value(key, True, ctx)
-    token = otel_context.attach(ctx)
-    try:
-        yield
-    finally:
-        otel_context.detach(token)
 
 
 def user_agent() -> str:
