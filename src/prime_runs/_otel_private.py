@@ -4,9 +4,10 @@ OpenTelemetry has no public way to do these two things, so the SDK's own private
 used, each checked by ``tests/test_otel_private.py`` (which fails if a release changes one):
 
 - ``SUPPRESS_KEYS``: the context keys instrumentations read to stay quiet. The SDK's own
-  uploads are made with them set (``suppress_instrumentation()`` below), so an httpx instrumentation of the user's does not trace
-  them. The public helper (``opentelemetry.instrumentation.utils.suppress_instrumentation``)
-  lives in a package that is not a dependency; it sets the same keys.
+  uploads are made with them set (``suppress_instrumentation()`` below), so an httpx
+  instrumentation of the user's does not trace them. The public helper
+  (``opentelemetry.instrumentation.utils.suppress_instrumentation``) lives in a package that
+  is not a dependency; it sets the same keys.
 - ``BATCH_PROCESSOR_LOGGERS``: where ``BatchSpanProcessor`` logs "Queue full, dropping Span."
   (its module's logger in older SDKs, a shared internal one in newer). The line is hidden for
   the SDK's own processors only: what their queue drops is delivered from the run's ledger.
