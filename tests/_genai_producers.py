@@ -64,13 +64,13 @@ print(json.dumps({"run_id": run_id}))
 """
 
 
-def run_producer(
-    prime_env: StandInPlatform, tmp_path: Path, instrumentation: str, extra: dict[str, str]
-) -> list[dict[str, Any]]:
-    """Run the program with ``instrumentation``'s ``OpenAIInstrumentor``; the run's stored
-    trace documents."""
+def run_script(
+    prime_env: StandInPlatform, tmp_path: Path, script: str, extra: dict[str, str]
+) -> str:
+    """Run ``script`` as its own process against the stand-in, with ``extra`` in its
+    environment (and no OpenTelemetry or traceloop setting of ours); its run id."""
     path = tmp_path / "agent.py"
-    path.write_text(SCRIPT.replace("INSTRUMENTATION", instrumentation))
+    path.write_text(script)
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "TRACELOOP_"))}
     env.update(prime_env.env())
     env.update(extra)
@@ -80,6 +80,15 @@ def run_producer(
         capture_output=True, text=True, timeout=120, cwd=tmp_path, env=env,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
-    run_id = json.loads(done.stdout.strip().splitlines()[-1])["run_id"]
+    return json.loads(done.stdout.strip().splitlines()[-1])["run_id"]
+
+
+def run_producer(
+    prime_env: StandInPlatform, tmp_path: Path, instrumentation: str, extra: dict[str, str]
+) -> list[dict[str, Any]]:
+    """Run the program with ``instrumentation``'s ``OpenAIInstrumentor``; the run's stored
+    trace documents."""
+    script = SCRIPT.replace("INSTRUMENTATION", instrumentation)
+    run_id = run_script(prime_env, tmp_path, script, extra)
     assert prime_env.evaluations[run_id]["finalize_count"] == 1
     return [doc for doc in prime_env.traces.values() if doc["run"]["id"] == run_id]

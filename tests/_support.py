@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -33,3 +36,38 @@ def items(records: list[dict[str, Any]], run_id: str) -> list[Item]:
         problem = traces_problem(kind, stamped)
         out.append(Item(kind, encode_record(stamped), None, problem, record.get("id")))
     return out
+
+
+# -- archives and the CLI, for tests that run commands over runs they wrote ---------------
+
+
+def archive_root() -> Path:
+    """The archive root the ``isolated_env``/``prime_env`` fixtures point the SDK at."""
+    return Path(os.environ["PRIME_RUNS_DIR"])
+
+
+def run_cli(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
+    """``prime-runs ARGS`` as its own process."""
+    return subprocess.run(
+        [sys.executable, "-m", "prime_runs.cli", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
+def offline_run(episodes: list[dict], name: str = "offline", **init: Any) -> Any:
+    """A finished offline run in the archive root holding ``episodes``."""
+    import prime_runs as pr
+
+    options: dict[str, Any] = {"environments": ["gsm8k"], **init}
+    run = pr.init(name=name, mode="offline", dir=archive_root(), **options)
+    run.log_episodes(episodes)
+    run.finish()
+    return run
+
+
+def only_segment(run: Any) -> Path:
+    """The run's one episode segment."""
+    (path,) = (Path(run.archive_path) / "records").glob("episode-*.jsonl")
+    return path

@@ -10,9 +10,6 @@ content on spans or in OpenTelemetry log records. The instrumentation patches th
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +17,7 @@ import pytest
 
 import prime_runs as pr
 from _genai_model import ANSWER, ANSWER_USAGE, MODEL, TOOL_USAGE
+from _genai_producers import run_script
 from prime_runs.testing import StandInPlatform
 
 TESTS = Path(__file__).parent
@@ -99,18 +97,7 @@ CONTENT_MODES = {
 
 
 def _run(prime_env: StandInPlatform, tmp_path: Path, extra: dict[str, str]) -> str:
-    path = tmp_path / "agent.py"
-    path.write_text(SCRIPT)
-    env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
-    env.update(prime_env.env())
-    env.update(extra)
-    env["PYTHONPATH"] = os.pathsep.join([str(TESTS), env.get("PYTHONPATH", "")])
-    done = subprocess.run(
-        [sys.executable, str(path)],
-        capture_output=True, text=True, timeout=120, cwd=tmp_path, env=env,
-    )  # fmt: skip
-    assert done.returncode == 0, done.stderr
-    return json.loads(done.stdout.strip().splitlines()[-1])["run_id"]
+    return run_script(prime_env, tmp_path, SCRIPT, extra)
 
 
 def _episode(prime_env: StandInPlatform, run_id: str) -> dict[str, Any]:

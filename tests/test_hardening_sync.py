@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 
 import prime_runs as pr
+from _support import archive_root, offline_run, only_segment
 from prime_runs import _sync
 from prime_runs._archive import RunArchive
 from prime_runs.platform import evaluations
@@ -31,10 +32,6 @@ def _fresh_variant_cache():
     evaluations._reset_variant_cache()
     yield
     evaluations._reset_variant_cache()
-
-
-def _root() -> Path:
-    return Path(os.environ["PRIME_RUNS_DIR"])
 
 
 def _cli(*args: str, chunk: int | None = None, timeout: float = 120) -> subprocess.CompletedProcess:
@@ -53,17 +50,8 @@ def _command(*args: str, chunk: int | None = None) -> list[str]:
     return [sys.executable, "-c", code, *args]
 
 
-def _offline_run(episodes: list[dict], name: str = "hardening", **init: Any) -> pr.Run:
-    options: dict[str, Any] = {"environments": ["gsm8k"], **init}
-    run = pr.init(name=name, model="m", framework="f", mode="offline", dir=_root(), **options)
-    run.log_episodes(episodes)
-    run.finish()
-    return run
-
-
-def _segment(run: pr.Run) -> Path:
-    (path,) = (Path(run.archive_path) / "records").glob("episode-*.jsonl")
-    return path
+def _hardening_run(episodes: list[dict], name: str = "hardening", **init: Any) -> pr.Run:
+    return offline_run(episodes, name, model="m", framework="f", **init)
 
 
 def _many(episodes: list[dict], n: int) -> list[dict]:
@@ -106,8 +94,8 @@ def _no_traceback(result: subprocess.CompletedProcess) -> None:
 def test_a_non_record_line_is_rejected_counted_and_the_run_still_closes(
     prime_env, episodes, line, reason
 ):
-    run = _offline_run(episodes[:3])
-    with _segment(run).open("a") as f:
+    run = _hardening_run(episodes[:3])
+    with only_segment(run).open("a") as f:
         f.write(line + "\n")
 
     ls, show, first = _cli("ls"), _cli("show", run.id), _cli("sync")
@@ -128,7 +116,7 @@ def test_a_non_record_line_is_rejected_counted_and_the_run_still_closes(
 
 
 def test_a_run_json_that_is_not_an_object_is_reported_not_registered(prime_env, episodes):
-    run = _offline_run(episodes[:1])
+    run = _hardening_run(episodes[:1])
     (Path(run.archive_path) / "run.json").write_text("[1, 2]")
 
     result = _cli("sync", run.id)
@@ -140,15 +128,15 @@ def test_a_run_json_that_is_not_an_object_is_reported_not_registered(prime_env, 
 
 
 def test_a_sync_of_many_runs_goes_on_past_a_bad_one(prime_env, episodes):
-    bad = _offline_run(episodes[:2], name="bad")
-    with _segment(bad).open("a") as f:
+    bad = _hardening_run(episodes[:2], name="bad")
+    with only_segment(bad).open("a") as f:
         f.write("[1,2]\n")
-    broken = _offline_run(episodes[2:3], name="broken")
+    broken = _hardening_run(episodes[2:3], name="broken")
     description = RunArchive(Path(broken.archive_path)).description()
     RunArchive(Path(broken.archive_path)).write_description(
         {**description, "environments": 5, "environment_refs": 5}
     )
-    good = _offline_run(episodes[3:5], name="good")
+    good = _hardening_run(episodes[3:5], name="good")
 
     result = _cli("sync")
 
@@ -182,7 +170,7 @@ def test_a_sync_of_many_runs_goes_on_past_a_bad_one(prime_env, episodes):
 def test_an_unusable_status_json_is_closed_as_crashed_and_reported(
     prime_env, episodes, content, problem
 ):
-    run = _offline_run(episodes[:3])
+    run = _hardening_run(episodes[:3])
     status_file = Path(run.archive_path) / "status.json"
     if content is None:
         status_file.unlink()
@@ -213,7 +201,7 @@ def test_an_unusable_status_json_is_closed_as_crashed_and_reported(
 
 
 def test_an_unusable_status_json_of_a_live_process_is_not_touched(prime_env, episodes):
-    run = _offline_run(episodes[:2])
+    run = _hardening_run(episodes[:2])
     (Path(run.archive_path) / "status.json").write_text(
         json.dumps({"status": "bogus", "pid": os.getpid()})
     )
@@ -226,7 +214,7 @@ def test_an_unusable_status_json_of_a_live_process_is_not_touched(prime_env, epi
 
 
 def test_a_run_folder_an_init_is_still_creating_is_not_touched(prime_env, episodes):
-    run = _offline_run(episodes[:2])
+    run = _hardening_run(episodes[:2])
     (Path(run.archive_path) / "status.json").unlink()  # as between run.json and status.json
 
     result = _cli("sync", run.id)
@@ -250,8 +238,8 @@ def _huge_episode(episode: dict) -> dict:
 
 
 def test_an_archive_with_a_401_digit_number_is_read_and_synced_as_bad_input(prime_env, episodes):
-    run = _offline_run(episodes[:3])
-    with _segment(run).open("a") as f:
+    run = _hardening_run(episodes[:3])
+    with only_segment(run).open("a") as f:
         f.write(json.dumps(_huge_episode(episodes[3])) + "\n")
     # A producer that died: sync computes the summary from the records.
     archive = RunArchive(Path(run.archive_path))
@@ -273,7 +261,7 @@ def test_an_archive_with_a_401_digit_number_is_read_and_synced_as_bad_input(prim
 
 
 def test_a_summary_too_large_for_a_float_does_not_break_ls(tmp_path, episodes):
-    run = _offline_run(episodes[:2])
+    run = _hardening_run(episodes[:2])
     archive = RunArchive(Path(run.archive_path))
     archive.write_status({**archive.status(), "summary": {"avg_reward": BIG}})
 
@@ -312,7 +300,7 @@ def test_a_producer_killed_between_commit_and_ack_leaves_every_record_once(
     # A slow platform: the upload is stored, then its answer takes a minute.
     prime_env.fail("traces_upload", 201, after_processing=True, delay=60)
     producer = subprocess.Popen(
-        [sys.executable, "-c", _producer(data, _root())], stdout=subprocess.PIPE, text=True
+        [sys.executable, "-c", _producer(data, archive_root())], stdout=subprocess.PIPE, text=True
     )
     try:
         assert producer.stdout.readline().strip() == "logged"
@@ -340,7 +328,7 @@ def test_a_sync_killed_at_any_point_against_a_slow_platform_then_rerun_stores_on
     prime_env, episodes, receipts
 ):
     batch = _many(episodes, 40)
-    run = _offline_run(batch)
+    run = _hardening_run(batch)
     # Every upload is stored, then answered late: kills land between commit and ack.
     prime_env.fail("traces_upload", 201, after_processing=True, delay=0.3, times=1000)
     proc = subprocess.Popen(
@@ -387,7 +375,7 @@ def test_a_run_without_environments_is_warned_at_init_and_synced_with_environmen
     prime_env, episodes, caplog
 ):
     with caplog.at_level("WARNING", logger="prime_runs"):
-        run = _offline_run(episodes[:2], environments=None)
+        run = _hardening_run(episodes[:2], environments=None)
     assert "prime-runs sync --environment NAME" in caplog.text
     assert run.id in caplog.text
 
@@ -407,7 +395,7 @@ def test_a_run_without_environments_is_warned_at_init_and_synced_with_environmen
 
 
 def test_a_sync_whose_reader_went_away_still_uploads_everything(prime_env, episodes):
-    run = _offline_run(episodes[:3])
+    run = _hardening_run(episodes[:3])
     read, write = os.pipe()
     proc = subprocess.Popen(_command("sync"), stdout=write, stderr=subprocess.PIPE)
     os.close(write)

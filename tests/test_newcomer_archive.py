@@ -6,42 +6,16 @@ to the stand-in platform over HTTP."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
-import prime_runs as pr
+from _support import archive_root, offline_run, only_segment, run_cli
 from prime_runs._archive import RunArchive
 
 SECRET = "outside-the-run-folder-7f3a"
-
-
-def _root() -> Path:
-    return Path(os.environ["PRIME_RUNS_DIR"])
-
-
-def _cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "prime_runs.cli", *args],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-
-
-def _offline_run(episodes: list[dict]) -> pr.Run:
-    run = pr.init(name="hostile", environments=["gsm8k"], mode="offline", dir=_root())
-    run.log_episodes(episodes)
-    run.finish()
-    return run
-
-
-def _segment(run: pr.Run) -> Path:
-    (path,) = (Path(run.archive_path) / "records").glob("episode-*.jsonl")
-    return path
 
 
 def _clean(*results: subprocess.CompletedProcess) -> None:
@@ -58,13 +32,13 @@ def _assert_uploaded_once(platform: Any, episodes: list[dict]) -> None:
 
 
 def test_a_lone_surrogate_line_is_counted_and_the_rest_is_synced(prime_env, episodes):
-    run = _offline_run(episodes[:6])
-    with _segment(run).open("ab") as f:
+    run = offline_run(episodes[:6], "hostile")
+    with only_segment(run).open("ab") as f:
         f.write(b'{"id": "ep-surrogate", "traces": [], "note": "\\ud800"}\n')
 
-    ls, show, report, first = _cli("ls"), _cli("show", run.id), _cli("report", run.id), None
-    first = _cli("sync", run.id)
-    again = _cli("sync", run.id)
+    ls, show, report = run_cli("ls"), run_cli("show", run.id), run_cli("report", run.id)
+    first = run_cli("sync", run.id)
+    again = run_cli("sync", run.id)
 
     _clean(ls, show, report, first, again)
     assert (ls.returncode, show.returncode, report.returncode) == (0, 0, 0)
@@ -103,11 +77,11 @@ def test_a_deeply_nested_record_the_sdk_accepted_does_not_stop_report(prime_env,
     run_id, logged = produced.stdout.split()
     assert logged == "3"  # the SDK took it, so every reader must cope with it
 
-    show, report, sync = _cli("show", run_id), _cli("report", run_id), _cli("sync", run_id)
+    show, report, sync = run_cli("show", run_id), run_cli("report", run_id), run_cli("sync", run_id)
 
     _clean(show, report, sync)
     assert (show.returncode, report.returncode) == (0, 0), report.stderr
-    page = (_root() / run_id / "report.html").read_text()
+    page = (archive_root() / run_id / "report.html").read_text()
     assert episodes[1]["id"] in page
     # Re-encoding it for upload may pass Python's recursion limit in sync's deeper stack
     # (interpreter-dependent): then it is rejected with that reason, and the rest lands.
@@ -125,15 +99,15 @@ def _outside_record(tmp_path: Path) -> Path:
 
 
 def test_no_command_reads_through_a_link_inside_a_run_folder(prime_env, episodes, tmp_path):
-    run = _offline_run(episodes[:3])
+    run = offline_run(episodes[:3], "hostile")
     folder = Path(run.archive_path)
     outside = _outside_record(tmp_path)
     (folder / "records" / "episode-1-aaaaaa.jsonl").symlink_to(outside)
     (folder / "acks").mkdir(exist_ok=True)
     (folder / "acks" / "1-bbbbbb.jsonl").symlink_to(outside)
 
-    ls, show, report = _cli("ls"), _cli("show", run.id), _cli("report", run.id)
-    sync = _cli("sync", run.id)
+    ls, show, report = run_cli("ls"), run_cli("show", run.id), run_cli("report", run.id)
+    sync = run_cli("sync", run.id)
 
     _clean(ls, show, report, sync)
     assert (ls.returncode, show.returncode, report.returncode, sync.returncode) == (0, 0, 0, 0)
@@ -150,14 +124,14 @@ def test_no_command_reads_through_a_link_inside_a_run_folder(prime_env, episodes
 
 
 def test_a_linked_status_json_is_not_read_and_says_so(episodes, tmp_path):
-    run = _offline_run(episodes[:1])
+    run = offline_run(episodes[:1], "hostile")
     folder = Path(run.archive_path)
     outside = tmp_path / "status.json"
     outside.write_text((folder / "status.json").read_text())
     (folder / "status.json").unlink()
     (folder / "status.json").symlink_to(outside)
 
-    show = _cli("show", run.id)
+    show = run_cli("show", run.id)
 
     _clean(show)
     assert show.returncode == 0
@@ -166,14 +140,14 @@ def test_a_linked_status_json_is_not_read_and_says_so(episodes, tmp_path):
 
 
 def test_report_never_writes_through_a_link_in_the_run_folder(episodes, tmp_path):
-    run = _offline_run(episodes[:1])
+    run = offline_run(episodes[:1], "hostile")
     folder = Path(run.archive_path)
     target = tmp_path / "outside.txt"
     target.write_text("keep me")
     (folder / ".report.html.tmp").symlink_to(target)
     (folder / "report.html").symlink_to(target)
 
-    report = _cli("report", run.id)
+    report = run_cli("report", run.id)
 
     _clean(report)
     assert report.returncode == 0

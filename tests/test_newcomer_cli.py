@@ -3,39 +3,19 @@ runs exactly as ``show`` does. Real CLI subprocesses over a real offline archive
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-from pathlib import Path
-
 import prime_runs as pr
+from _support import offline_run, run_cli
 
 
-def _root() -> Path:
-    return Path(os.environ["PRIME_RUNS_DIR"])
-
-
-def _cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "prime_runs.cli", *args],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-
-
-def _offline_run(episodes: list[dict], **init: object) -> pr.Run:
-    run = pr.init(name="newcomer", environments=["gsm8k"], mode="offline", dir=_root(), **init)
-    run.log_episodes(episodes)
-    run.finish()
-    return run
+def _newcomer_run(episodes: list[dict], **init: object) -> pr.Run:
+    return offline_run(episodes, "newcomer", **init)
 
 
 def test_report_lists_the_runs_an_ambiguous_prefix_matches_as_show_does(episodes):
-    first, second = _offline_run(episodes[:1]), _offline_run(episodes[:1])
+    first, second = _newcomer_run(episodes[:1]), _newcomer_run(episodes[:1])
     prefix = "run-"  # every offline run id starts so
 
-    show, report = _cli("show", prefix), _cli("report", prefix)
+    show, report = run_cli("show", prefix), run_cli("report", prefix)
 
     assert show.returncode == report.returncode == 2
     for result in (show, report):
@@ -45,9 +25,9 @@ def test_report_lists_the_runs_an_ambiguous_prefix_matches_as_show_does(episodes
 
 
 def test_report_names_what_run_accepts_for_an_unknown_run(episodes):
-    _offline_run(episodes[:1])
+    _newcomer_run(episodes[:1])
 
-    report = _cli("report", "no-such-run")
+    report = run_cli("report", "no-such-run")
 
     assert report.returncode == 2
     assert "no run 'no-such-run'" in report.stderr
@@ -56,9 +36,9 @@ def test_report_names_what_run_accepts_for_an_unknown_run(episodes):
 
 def test_show_prints_config_values_and_folds_a_long_one(episodes):
     config = {"temperature": 0.0, "model": "m", "prompt": "x" * 500}
-    run = _offline_run(episodes[:1], config=config)
+    run = _newcomer_run(episodes[:1], config=config)
 
-    show = _cli("show", run.id)
+    show = run_cli("show", run.id)
 
     lines = show.stdout.splitlines()
     start = next(i for i, line in enumerate(lines) if line.startswith("  config:"))
@@ -73,9 +53,9 @@ def test_show_prints_the_launch_file_a_config_came_from(episodes, tmp_path):
     launch = tmp_path / "eval.toml"
     text = 'model = "Qwen/Qwen3-8B"\n[sampling]\ntemperature = 0.0\n'
     launch.write_text(text)
-    run = _offline_run(episodes[:1], config=str(launch))
+    run = _newcomer_run(episodes[:1], config=str(launch))
 
-    show = _cli("show", run.id)
+    show = run_cli("show", run.id)
 
     lines = show.stdout.splitlines()
     start = next(i for i, line in enumerate(lines) if line.startswith("  config:"))
