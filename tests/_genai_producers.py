@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from _otel import platform_id
 from prime_runs.testing import StandInPlatform
 
 TESTS = Path(__file__).parent
@@ -80,7 +81,9 @@ def run_script(
         capture_output=True, text=True, timeout=120, cwd=tmp_path, env=env,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
-    return json.loads(done.stdout.strip().splitlines()[-1])["run_id"]
+    # The run span names the archive folder until the evaluation is created in the
+    # background, then the evaluation: either way, the evaluation's id.
+    return platform_id(json.loads(done.stdout.strip().splitlines()[-1])["run_id"])
 
 
 def run_producer(

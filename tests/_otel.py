@@ -6,7 +6,9 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
+from typing import Any
 
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
@@ -30,6 +32,40 @@ def archived(archive: RunArchive) -> list[dict]:
 def only_archive(root: Path) -> RunArchive:
     (info,) = list_runs(root)
     return RunArchive(info.path)
+
+
+def archive_of(run_id: str, root: Path | None = None) -> RunArchive:
+    """The archive of a run named by its folder or by its evaluation id (a raw run span's
+    ``prime.run.id`` is its folder's until the evaluation is created, then the platform's)."""
+    root = root or Path(os.environ["PRIME_RUNS_DIR"])
+    if (root / run_id).is_dir():
+        return RunArchive(root / run_id)
+    for archive in list_runs(root):
+        platform = archive.description().get("platform")
+        if isinstance(platform, dict) and platform.get("id") == run_id:
+            return archive
+    raise AssertionError(f"no archive of run {run_id} under {root}")
+
+
+def platform_id(local_id: str, root: Path | None = None, timeout: float = 20.0) -> str:
+    """The evaluation id of a run whose archive folder is ``local_id``: a raw run span's
+    run is registered in the background, and its run.json names the evaluation once it is
+    (waited for, at most ``timeout`` seconds)."""
+    archive = archive_of(local_id, root)
+    until = time.monotonic() + timeout
+    while True:
+        platform = archive.description().get("platform")
+        if isinstance(platform, dict) and platform.get("id"):
+            return str(platform["id"])
+        if time.monotonic() >= until:
+            raise AssertionError(f"run {local_id} was not registered within {timeout} s")
+        time.sleep(0.05)
+
+
+def evaluation_of(platform: Any, local_id: str) -> dict[str, Any]:
+    """What the stand-in holds for the evaluation of the run archived as ``local_id``."""
+    eval_id = platform_id(local_id)  # first: ``evaluations`` is a snapshot
+    return platform.evaluations[eval_id]
 
 
 def provider_with(

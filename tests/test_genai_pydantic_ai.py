@@ -20,6 +20,7 @@ from pydantic_ai.models.instrumented import InstrumentationSettings
 
 import prime_runs as pr
 from _genai_support import RUN_ATTRS, path
+from _otel import platform_id
 from prime_runs.testing import StandInPlatform
 
 QUESTIONS = {"math:1": (2, 2), "math:2": (40, 2)}
@@ -73,7 +74,7 @@ def test_pydantic_ai_runs_replay_the_conversation_with_tool_results(
             else:
                 result = agent.run_sync(f"{a}+{b}")
             seen[f"{a}+{b}"] = result
-        run_id = run.attributes["prime.run.id"]
+        run_id = platform_id(run.attributes["prime.run.id"])
     provider.force_flush()
     docs = [doc for doc in prime_env.traces.values() if doc["run"]["id"] == run_id]
     assert len(docs) == len(QUESTIONS)  # one episode per episode span or agent run

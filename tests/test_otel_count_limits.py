@@ -13,7 +13,7 @@ import pytest
 from opentelemetry.sdk.trace import SpanLimits
 
 import prime_runs as pr
-from _otel import RUN_ATTRS, archived, only_archive, provider_with, run_script
+from _otel import RUN_ATTRS, archived, evaluation_of, only_archive, provider_with, run_script
 from prime_runs._archive import RunArchive, list_runs
 from prime_runs.testing import StandInPlatform
 
@@ -124,7 +124,7 @@ def test_span_limits_cut_is_reported_and_the_rest_delivered_online(
     archive = only_archive(Path(os.environ["PRIME_RUNS_DIR"]))
     status = archive.status()
     assert (status["logged"], status["invalid"], status["status"]) == (3, 2, "completed")
-    assert prime_env.evaluations[archive.path.name]["finalize_count"] == 1
+    assert evaluation_of(prime_env, archive.path.name)["finalize_count"] == 1
 
 
 def test_record_events_over_the_event_count_limit_are_counted(episodes, isolated_env, caplog):

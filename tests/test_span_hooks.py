@@ -23,6 +23,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 import prime_runs as pr
+from _otel import archive_of, evaluation_of, platform_id
 from prime_runs import _closeouts, semconv
 from prime_runs._archive import RunArchive
 from prime_runs.processor import SHUTDOWN_REASON
@@ -43,7 +44,7 @@ def episode(tag: str) -> dict[str, Any]:
 
 
 def _archive(run_id: str) -> RunArchive:
-    return RunArchive(Path(os.environ["PRIME_RUNS_DIR"]) / run_id)
+    return archive_of(run_id)
 
 
 def _raw_run(provider: TracerProvider, episodes: int) -> tuple[Any, str]:
@@ -73,14 +74,14 @@ def test_ending_a_raw_run_span_returns_before_the_close_out_and_the_provider_wai
     span.end()
     # end() returned while the finalize is still to come (the old hook finished the run
     # on this thread, so the platform had it finalized by now).
-    assert prime_env.evaluations[run_id]["finalize_count"] == 0
+    assert evaluation_of(prime_env, run_id)["finalize_count"] == 0
     assert _archive(run_id).status()["status"] == "running"
 
     if wait_with == "force_flush":
         assert provider.force_flush(timeout_millis=30_000) is True
     else:
         provider.shutdown()
-    evaluation = prime_env.evaluations[run_id]
+    evaluation = evaluation_of(prime_env, run_id)
     assert evaluation["finalize_count"] == 1 and evaluation["error_message"] is None
     assert set(prime_env.episode_writes) == {"ep-0", "ep-1", "ep-2"}
     status = _archive(run_id).status()
@@ -98,12 +99,12 @@ def test_force_flush_gives_up_at_its_timeout_and_the_close_out_goes_on(
     try:
         assert provider.force_flush(timeout_millis=200) is False
         assert _closeouts.pending(processor)  # still under way, still tracked
-        assert prime_env.evaluations[run_id]["finalize_count"] == 0
+        assert evaluation_of(prime_env, run_id)["finalize_count"] == 0
     finally:
         prime_env.unstall()
     assert processor.force_flush(timeout_millis=30_000) is True
     assert _closeouts.pending(processor) == []
-    assert prime_env.evaluations[run_id]["finalize_count"] == 1
+    assert evaluation_of(prime_env, run_id)["finalize_count"] == 1
 
 
 def test_init_runs_still_finish_on_the_callers_thread(prime_env: StandInPlatform) -> None:
@@ -145,7 +146,7 @@ def test_provider_shutdown_closes_an_open_run_as_crashed_and_ends_its_span(
 
     provider.shutdown()
 
-    evaluation = prime_env.evaluations[run_id]
+    evaluation = evaluation_of(prime_env, run_id)
     assert evaluation["status"] == "FAILED"
     assert evaluation["error_message"] == f"crashed: {SHUTDOWN_REASON}"
     assert set(prime_env.episode_writes) == {"ep-0", "ep-1"}  # drained before closing
@@ -153,7 +154,7 @@ def test_provider_shutdown_closes_an_open_run_as_crashed_and_ends_its_span(
     assert (status["status"], status["error"]) == ("crashed", SHUTDOWN_REASON)
     (run_span,) = [s for s in exporter.get_finished_spans() if s.name == "run"]
     assert run_span.attributes[semconv.RUN_STATUS] == "crashed"
-    assert run_span.attributes[semconv.RUN_ID] == run_id
+    assert run_span.attributes[semconv.RUN_ID] == platform_id(run_id)
     assert not run_span.status.is_ok
 
 
@@ -208,7 +209,7 @@ def test_exit_right_after_a_raw_run_span_ends_waits_for_its_close_out(
 ) -> None:
     prime_env.stall("eval_finalize", 3.0)
     run_id, spans = _exit_script(tmp_path, "end")
-    evaluation = prime_env.evaluations[run_id]
+    evaluation = evaluation_of(prime_env, run_id)
     assert evaluation["finalize_count"] == 1 and evaluation["error_message"] is None
     assert prime_env.episode_writes == {"ep-x": 1}
     status = _archive(run_id).status()
@@ -222,7 +223,7 @@ def test_exit_with_a_raw_run_span_open_crashes_it_and_the_users_exporter_gets_th
     # The user's processor was added first, so the provider shuts it down first: the
     # exit hook ends the span before any provider shuts down.
     run_id, spans = _exit_script(tmp_path, "open")
-    evaluation = prime_env.evaluations[run_id]
+    evaluation = evaluation_of(prime_env, run_id)
     assert evaluation["status"] == "FAILED"
     assert evaluation["error_message"] == f"crashed: {CRASH_REASON}"
     assert prime_env.episode_writes == {"ep-x": 1}
@@ -230,7 +231,7 @@ def test_exit_with_a_raw_run_span_open_crashes_it_and_the_users_exporter_gets_th
     assert (status["status"], status["closed"]) == ("crashed", True)
     (run_attrs,) = [attrs for name, attrs in spans if name == "run"]
     assert run_attrs[semconv.RUN_STATUS] == "crashed"
-    assert run_attrs[semconv.RUN_ID] == run_id
+    assert run_attrs[semconv.RUN_ID] == platform_id(run_id)
 
 
 ATEXIT_END_SCRIPT = r"""
@@ -262,7 +263,7 @@ def test_a_run_span_ended_by_an_exit_handler_is_still_closed_out(
     )
     assert proc.returncode == 0, proc.stderr
     run_id = json.loads(proc.stdout.splitlines()[0])["id"]
-    assert prime_env.evaluations[run_id]["finalize_count"] == 1
+    assert evaluation_of(prime_env, run_id)["finalize_count"] == 1
     status = _archive(run_id).status()
     assert (status["status"], status["closed"]) == ("completed", True)
 
@@ -317,10 +318,10 @@ def test_sigterm_waits_for_close_outs_and_cancels_open_raw_runs(
     ids = json.loads(first)
     ended = _archive(ids["ended"]).status()
     assert (ended["status"], ended["closed"]) == ("completed", True)
-    assert prime_env.evaluations[ids["ended"]]["finalize_count"] == 1
+    assert evaluation_of(prime_env, ids["ended"])["finalize_count"] == 1
     for key in ("open", "init"):
         assert _archive(ids[key]).status()["status"] == "cancelled"
-        assert prime_env.evaluations[ids[key]]["status"] == "CANCELLED"
+        assert evaluation_of(prime_env, ids[key])["status"] == "CANCELLED"
 
 
 # -- fork --------------------------------------------------------------------------------
@@ -371,7 +372,7 @@ def test_a_forked_child_does_not_wait_for_the_parents_close_out(
         # The child flushed and exited while the parent's close-out was still stalled.
         assert said.get("child") == 0, proc.stderr.read() if not said else said
         assert said["parent_pending"] == 1
-        assert prime_env.evaluations[said["id"]]["finalize_count"] == 0
+        assert evaluation_of(prime_env, said["id"])["finalize_count"] == 0
         prime_env.unstall()
         proc.stdin.write("go\n")
         proc.stdin.flush()
@@ -381,6 +382,6 @@ def test_a_forked_child_does_not_wait_for_the_parents_close_out(
         if proc.poll() is None:
             proc.kill()
             proc.wait()
-    evaluation = prime_env.evaluations[said["id"]]
+    evaluation = evaluation_of(prime_env, said["id"])
     assert evaluation["finalize_count"] == 1 and evaluation["error_message"] is None
     assert _archive(said["id"]).status()["status"] == "completed"

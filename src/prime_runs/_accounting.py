@@ -33,6 +33,7 @@ class Counters:
     # (still queued, or waiting behind a slow platform): informational, not a loss.
     taken_over: dict[str, int] = field(default_factory=dict)
     lock: threading.RLock = field(default_factory=threading.RLock, repr=False, compare=False)
+    _late_entry: int | None = field(default=None, repr=False, compare=False)  # in ``errors``
 
     @staticmethod
     def add(counter: dict[str, int], key: str, n: int) -> None:
@@ -68,6 +69,33 @@ class Counters:
             self.late += records
             self.invalid += records
             return self.late
+
+    def note_late(self, records: int, run_id: str) -> None:
+        """Count records logged after ``finish()`` began: one ``errors`` entry, kept up to
+        date, and one warning per run."""
+        with self.lock:
+            late = self.count_late(records)
+            message = (
+                f"run {run_id} has finished; {late} records logged after "
+                "finish() were not recorded. Log every record before calling finish()."
+            )
+            first = self._late_entry is None
+            self._late_entry = self.note_error(message, self._late_entry)
+        if first:
+            logger.warning(
+                "prime-runs: records were logged after run %s finished and were not recorded "
+                "(counted in dropped_records; this warning is given once per run)",
+                run_id,
+            )
+
+    def note_restamp(self, run_id: str) -> None:
+        """A record that named another run id: counted, and said once per run."""
+        if self.count("restamped") == 1:
+            logger.warning(
+                "prime-runs: a record named a different run id; its uploaded copy carries "
+                "this run's id %s (the count is in the finish report)",
+                run_id,
+            )
 
     def note_error(self, message: str, replace: int | None = None) -> int:
         """Append ``message`` to ``errors`` (or replace entry ``replace``); its index."""

@@ -14,6 +14,8 @@ through the same channel, within the caller's deadline.
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import logging
 import secrets
 import threading
@@ -62,6 +64,13 @@ class Delivery:
         self.channels: dict[str, Channel] = {}
         self._processors: dict[str, Any] = {}  # the process's, per sink (``_pipeline``)
         self.ledger = Ledger((), archive)
+        # Sinks attached later (a raw run span's run still registering): records wait in
+        # the ledger for them meanwhile.
+        self._expected: tuple[str, ...] = ()
+        # (old, new) run id, as JSON strings: records logged under the run's local id before
+        # it was registered are stamped with the platform's as they are sent.
+        self._restamp: tuple[bytes, bytes] | None = None
+        self._attached = threading.Event()
         self._trace_id = int.from_bytes(secrets.token_bytes(16), "big") or 1
 
     def __repr__(self) -> str:
@@ -69,15 +78,45 @@ class Delivery:
 
     # -- wiring ------------------------------------------------------------------------
 
-    def attach(self, sinks: list[Sink]) -> None:
-        """Deliver to ``sinks`` (called once, before the first record)."""
+    @property
+    def online(self) -> bool:
+        """Records go to sinks: attached ones, or ones expected once the run is registered."""
+        return bool(self.channels or self._expected)
+
+    def expect(self, names: list[str]) -> None:
+        """Hold records for sinks ``names``, attached later (called before the first record)."""
+        self._expected = tuple(names)
+        self.ledger = Ledger(names, self._archive)
+
+    def forget_expected(self) -> None:
+        """The expected sinks will not come (the run went offline): the journal keeps its
+        records, the ledger lets them go."""
+        self._expected = ()
+        self.ledger = Ledger((), self._archive)
+        self._attached.set()
+
+    def attach(self, sinks: list[Sink], *, restamp: tuple[str, str] | None = None) -> None:
+        """Deliver to ``sinks`` (called once: before the first record, or after ``expect``,
+        when the records already held are queued for them). ``restamp``: the local and
+        the platform run id, for records stamped with the first."""
         for sink in sinks:
             self.channels[sink.name] = Channel(sink, on_outcome=self._settled, on_late=self._late)
-        self.ledger = Ledger(list(self.channels), self._archive)
-        if not self.channels:
-            return
-        _registry.register(self.run_id, self)
-        self._processors = {name: _pipeline.processor(name) for name in self.channels}
+        if restamp is not None:
+            old, new = (json.dumps(value).encode() for value in restamp)
+            self._restamp = (old, new)
+        expected = self._expected
+        if not expected:
+            self.ledger = Ledger(list(self.channels), self._archive)
+        for name in expected:
+            if name not in self.channels:
+                self.ledger.abandon(name)  # a sink the registration did not give
+        if self.channels:
+            _registry.register(self.run_id, self)
+            self._processors = {name: _pipeline.processor(name) for name in self.channels}
+        self._expected = ()
+        self._attached.set()
+        if expected:
+            self._queue(self.ledger.unsettled())
 
     # -- the live path -----------------------------------------------------------------
 
@@ -86,6 +125,7 @@ class Delivery:
         and queue its span. False when it cannot be held (no journal, memory bound).
         ``origin``: the raw span (id, event index or -1) the record came from."""
         open_ = [c.name for c in self.channels.values() if c.retired is None]
+        open_ = open_ or list(self._expected)
         if not open_:
             return True
         ref = self.ledger.add(*item, sinks=open_)
@@ -93,36 +133,64 @@ class Delivery:
             return False
         if origin is not None:
             _registry.note_origin(origin, self, ref)
-        span = ReadableSpan(
-            name=item[0],
-            # Sampled whatever the user's head sampler says: delivery never depends on it.
-            context=SpanContext(self._trace_id, ref + 1, False, TraceFlags(TraceFlags.SAMPLED)),
-            attributes={semconv.RUN_ID: self.run_id, semconv.RECORD_REF: ref},
-            resource=_pipeline.RESOURCE,
-        )
-        _pipeline.hand(span, [self._processors[n] for n in open_ if n in self._processors])
+        self._queue([ref], open_)
         return True
+
+    def _queue(self, refs: list[int], sinks: list[str] | None = None) -> None:
+        """One small span per record on the process's processor of each sink."""
+        processors = [p for n, p in self._processors.items() if sinks is None or n in sinks]
+        if not processors:
+            return  # sinks not attached yet: ``attach`` queues what waits
+        for ref in refs:
+            span = ReadableSpan(
+                name="record",
+                # Sampled whatever the user's head sampler says: delivery never depends on it.
+                context=SpanContext(self._trace_id, ref + 1, False, TraceFlags(TraceFlags.SAMPLED)),
+                attributes={semconv.RUN_ID: self.run_id, semconv.RECORD_REF: ref},
+                resource=_pipeline.RESOURCE,
+            )
+            _pipeline.hand(span, processors)
 
     def export(self, sink: str, refs: list[int], until: float) -> bool:
         """Deliver the records ``refs`` to ``sink`` (an exporter's ``export``), then the older
         ones the span queue dropped, until ``until`` (``time.monotonic()``); False when some
         of them are not stored (yet): they stay owed, for the next export or flush."""
         channel = self.channels.get(sink)
+        if channel is None and sink in self._expected:
+            # The run is being registered (in well under a second, usually): wait for its
+            # sinks within this export's time, else the records stay owed.
+            self._attached.wait(max(0.0, until - time.monotonic()))
+            channel = self.channels.get(sink)
+            if channel is None:
+                return False
         if channel is None:
             return True
         limits = {"max_items": BATCH_ITEMS, "max_bytes": BATCH_BYTES}
         remaining = iter(refs)  # each claim takes the next requests' worth
-        claim = lambda: self.ledger.claim(sink, remaining, **limits)  # noqa: E731
+        claim = lambda: self._stamped(self.ledger.claim(sink, remaining, **limits))  # noqa: E731
         ok = self._deliver_claims(channel, claim, until)
         if refs and time.monotonic() < until:
             # A full queue drops its oldest spans. Their records are older than this batch's
             # newest and no delivery holds them: deliver them now, not at flush/finish.
             newest = max(refs)
             caught_up = self._deliver_claims(
-                channel, lambda: self.ledger.claim_dropped(sink, newest, **limits), until
+                channel,
+                lambda: self._stamped(self.ledger.claim_dropped(sink, newest, **limits)),
+                until,
             )
             ok = caught_up and ok
         return ok
+
+    def _stamped(self, items: list[Item]) -> list[Item]:
+        if self._restamp is None:
+            return items
+        old, new = self._restamp
+        return [
+            dataclasses.replace(item, data=item.data.replace(old, new))
+            if old in item.data
+            else item
+            for item in items
+        ]
 
     def _deliver_claims(
         self, channel: Channel, claim: Callable[[], list[Item]], until: float
@@ -170,7 +238,10 @@ class Delivery:
     # -- flush and finish --------------------------------------------------------------
 
     def pending(self) -> int:
-        return sum(self.ledger.waiting(name) for name in self.channels)
+        return sum(self.ledger.waiting(name) for name in self._names())
+
+    def _names(self) -> list[str]:
+        return list(self.channels) or list(self._expected)
 
     def drain(
         self,
@@ -215,7 +286,9 @@ class Delivery:
     def _drain_one(self, channel: Channel, until: float) -> None:
         name = channel.name
         while time.monotonic() < until and channel.retired is None:
-            items = self.ledger.claim(name, max_items=BATCH_ITEMS, max_bytes=BATCH_BYTES)
+            items = self._stamped(
+                self.ledger.claim(name, max_items=BATCH_ITEMS, max_bytes=BATCH_BYTES)
+            )
             if items or channel.held():
                 channel.deliver(items, until)
             elif self.ledger.waiting(name):
@@ -240,8 +313,9 @@ class Delivery:
     def close(self) -> dict[str, int]:
         """Stop every sink; per sink, how many records it never settled."""
         left: dict[str, int] = {}
-        for name, channel in self.channels.items():
+        for channel in self.channels.values():
             channel.close()
+        for name in self._names():
             n = self.ledger.close(name)
             if n:
                 left[name] = n

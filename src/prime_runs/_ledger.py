@@ -313,6 +313,15 @@ class Ledger:
         with self._cond:
             return self._count.get(sink, 0)
 
+    def unsettled(self) -> list[int]:
+        """The records some sink still waits for (queued again once sinks are attached)."""
+        with self._cond:
+            low = min(self._low.values(), default=self._next)
+            flags = list(self._waiting.values())
+            return [
+                ref for ref in range(low, self._next) if any(f[ref - self._base] for f in flags)
+            ]
+
     def claimable(self, sink: str) -> int:
         """Records waiting for ``sink`` that no delivery holds."""
         with self._cond:

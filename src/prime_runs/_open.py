@@ -213,11 +213,11 @@ def _open_online(
         Identity(registration.id, registration.name, ONLINE, url=registration.url),
         description=description,
         config=config,
-        archive=_online_archive(opts, root, registration.id, description),
+        archive=online_archive(opts, root, registration.id, description),
         on_error=opts.on_error,
-        closer=_closer(lifecycle, registration, config, attached),
+        closer=closer(lifecycle, registration, config, attached),
     )
-    wire_sinks(state, settings, registration, opts, context=_upload_context(opts))
+    wire_sinks(state, settings, registration, opts, context=upload_context_of(opts))
     return state
 
 
@@ -241,7 +241,7 @@ def _register(
     )
 
 
-def _online_archive(
+def online_archive(
     opts: RunOptions, root: Path, run_id: str, description: dict[str, Any]
 ) -> RunArchive | None:
     """The run's journal, or None when it is off or cannot be written (said once)."""
@@ -259,7 +259,7 @@ def _online_archive(
         return None
 
 
-def _closer(
+def closer(
     lifecycle: OnlineLifecycle, registration: Registration, config: dict[str, Any], attached: bool
 ) -> Callable[[RunState, RunStatus, dict[str, Any], str | None, float], None]:
     """Closes the evaluation on the platform (finalize, or a terminal status)."""
@@ -287,7 +287,7 @@ def _closer(
     return close
 
 
-def _upload_context(opts: RunOptions) -> dict[str, str]:
+def upload_context_of(opts: RunOptions) -> dict[str, str]:
     return upload_context(
         run_type="eval", framework=opts.framework, model=opts.model, resource=opts.resource
     )

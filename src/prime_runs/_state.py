@@ -6,6 +6,7 @@ drive a run through this object, so the three entry points behave the same.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import threading
@@ -22,16 +23,21 @@ from ._encode import Encoded
 from ._finishing import DEFAULT_FINISH_TIMEOUT
 from ._journaling import Journal, computed_summary
 from ._json import sanitize_nonfinite
+from ._latch import Pending
 from ._loggate import LogGate
 from .errors import PrimeRunsError, describe
 from .exporters._base import Outcome
 from .metrics import SummaryAccumulator
+from .settings import OFFLINE
 from .status import RunStatus
 
 logger = logging.getLogger("prime_runs")
 
 WARN = "warn"
 RAISE = "raise"
+
+
+Closer = Callable[["RunState", RunStatus, dict[str, Any], "str | None", float], None]
 
 
 @dataclass
@@ -54,8 +60,7 @@ class RunState:
         config: dict[str, Any],
         archive: RunArchive | None,
         on_error: str = WARN,
-        closer: Callable[[RunState, RunStatus, dict[str, Any], str | None, float], None]
-        | None = None,
+        closer: Closer | None = None,
         owner: bool = True,
     ) -> None:
         self.identity = identity
@@ -89,11 +94,12 @@ class RunState:
         self._raised = False
         self._pid = os.getpid()
         self.span: Any = None
+        # A raw run span's registration under way (``_registering``); finish() waits for it.
+        self.registering: Pending | None = None
         self.gate = LogGate()  # finish() waits for log calls in flight, then refuses more
         self._handles = 1  # Run handles on this state (a join shared by several, see _join)
         self._status_lock = threading.Lock()
         self._closed = False  # the platform confirmed the close-out
-        self._late_error: int | None = None  # index in errors of the late-logging entry
         if archive is not None and owner:
             try:
                 archive.write_status(self._status_doc())
@@ -161,7 +167,7 @@ class RunState:
         to the sinks (offline, there are none, and it is lost, so it is not summarized)."""
         key = None
         if self.journal is not None:
-            key = self.journal.append(encoded, online=bool(self.delivery.channels))
+            key = self.journal.append(encoded, online=self.delivery.online)
         if self._summarizes and (key is not None or self.workers or self.archive is None):
             # Tallied now, as its journal line would read back (a few microseconds): finish()
             # never re-reads this process's records, whatever the run's size.
@@ -169,7 +175,7 @@ class RunState:
         if encoded.restamped:
             self._note_restamp()
         channels = self.delivery.channels
-        if not channels:
+        if not self.delivery.online:
             if key is not None or self.archive is None:
                 self.counters.count("logged")
             return
@@ -182,30 +188,10 @@ class RunState:
 
     def refuse_late(self, records: int) -> None:
         """Count records logged after ``finish()`` began; one warning per run."""
-        with self._lock:
-            late = self.counters.count_late(records)
-            message = (
-                f"run {self.run_id} has finished; {late} records logged after "
-                "finish() were not recorded. Log every record before calling finish()."
-            )
-            first = self._late_error is None
-            # One entry, kept up to date.
-            self._late_error = self.counters.note_error(message, self._late_error)
-            if not first:
-                return
-        logger.warning(
-            "prime-runs: records were logged after run %s finished and were not recorded "
-            "(counted in dropped_records; this warning is given once per run)",
-            self.run_id,
-        )
+        self.counters.note_late(records, self.run_id)
 
     def _note_restamp(self) -> None:
-        if self.counters.count("restamped") == 1:
-            logger.warning(
-                "prime-runs: a record named a different run id; its uploaded copy carries "
-                "this run's id %s (the count is in the finish report)",
-                self.run_id,
-            )
+        self.counters.note_restamp(self.run_id)
 
     # -- sink outcomes (delivery threads) -------------------------------------------
 
@@ -234,8 +220,26 @@ class RunState:
 
     # -- flush and finish ---------------------------------------------------------
 
+    def registered(
+        self, identity: Identity, closer: Closer, sinks: list[Any], local_id: str
+    ) -> None:
+        """The platform registered the run (``_registering``): its id and sinks from now on;
+        records logged under ``local_id`` are stamped with the platform's as they are sent."""
+        self.identity = identity
+        self._closer = closer
+        self.description["platform"] = {"id": identity.run_id, "url": identity.url}
+        self.delivery.attach(sinks, restamp=(local_id, identity.run_id))
+
+    def went_offline(self, reason: str) -> None:
+        """The platform did not register the run: it goes on offline, for `prime-runs sync`."""
+        self.identity = dataclasses.replace(self.identity, mode=OFFLINE)
+        self.description.update(mode=OFFLINE, offline_because=reason)
+        self.delivery.forget_expected()
+
     def flush(self, timeout: float | None) -> bool:
         deadline = time.monotonic() + _finishing.budget(timeout, DEFAULT_FINISH_TIMEOUT)
+        if self.registering is not None:
+            self.registering.wait(deadline)
         self.delivery.drain(deadline)
         # Stored everywhere: nothing waits, and no sink gave up on (or refused) a record.
         return not self.delivery.pending() and not any(self.counters.failed.values())
@@ -263,6 +267,11 @@ class RunState:
         # run RUNNING on the platform; unsent records stay in the journal for sync.
         send_by = deadline - min(5.0, (deadline - started) / 3)
         self.gate.wait_idle(send_by)
+        if self.registering is not None and not self.registering.settle(send_by):
+            self.report(
+                "the run was not registered on the platform before the finish deadline; "
+                "`prime-runs sync` registers it and uploads its records"
+            )
         self.status = status
         self.error = error
         if summary is not None:
@@ -408,7 +417,6 @@ class RunState:
         self._raised = False
         self.gate = LogGate()
         self._status_lock = threading.Lock()
-        self._late_error = None
         if self.archive is not None:
             self.journal = Journal(self.archive, self.counters, self.report)
         self.delivery.after_fork()

@@ -26,8 +26,9 @@ from ._emptyrun import warn_if_empty
 from ._encode import encode
 from ._genai import GenAICollector
 from ._limits import count_limit, cut_by_limit, cut_message, dropped_message, events_message
-from ._open import RunOptions, open_state
+from ._open import RunOptions
 from ._provenance import from_resource
+from ._registering import open_raw
 from ._state import RunState
 from .errors import PrimeRunsError
 from .sampling import note_run_ended, note_run_started
@@ -203,7 +204,7 @@ class RunProcessor(SpanProcessor):
         options["on_error"] = "warn"  # a span hook never raises
         options["from_span"] = True
         try:
-            return open_state(RunOptions(**options))
+            return open_raw(RunOptions(**options))
         except PrimeRunsError as exc:
             logger.warning("prime-runs: the run span %r is not tracked: %s", span.name, exc)
             return None
@@ -269,7 +270,7 @@ class RunProcessor(SpanProcessor):
                 _settled_here(origin)
                 return
             state.ingest(encoded, origin=origin)
-            if not state.workers:
+            if not state.delivery.online:
                 _settled_here(origin)  # offline: the journal keeps it, nothing to upload
         finally:
             state.gate.leave()
