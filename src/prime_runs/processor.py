@@ -66,6 +66,7 @@ class RunProcessor(SpanProcessor):
     def __init__(self, **defaults: Any) -> None:
         self._defaults = defaults
         self._lock = threading.Lock()
+        self._join_lock = threading.Lock()
         self._runs: dict[int, RunState] = {}  # the runs this processor opened
         self._joined: dict[str, RunState] = {}
         # The kinds of limit already reported per run (one report each; every loss counted).
@@ -350,12 +351,15 @@ class RunProcessor(SpanProcessor):
             return None
         from ._join import join_state
 
-        with self._lock:
+        # Joins wait for each other (one state per run), never other spans' hooks: opening
+        # a join writes its archive folder.
+        with self._join_lock:
             state = self._joined.get(run_id)
             if state is None:
                 state = join_state(run_id, parent_context, self._defaults)
                 if state is not None:
-                    self._joined[run_id] = state
+                    with self._lock:
+                        self._joined[run_id] = state
             return state
 
 
