@@ -240,7 +240,7 @@ import prime_runs as pr
 import prime_runs._exit
 from opentelemetry.sdk.trace import TracerProvider
 
-prime_runs._exit.EXIT_TIMEOUT = 0.5     # the exit hook alone would give up on the close-out
+prime_runs._exit.EXIT_TIMEOUT = 0.5  # the exit hook alone would give up on the close-out
 provider = TracerProvider(shutdown_on_exit=False)
 pr.configure_exporter(provider)
 span = provider.get_tracer("app").start_span(
