@@ -9,6 +9,8 @@ from __future__ import annotations
 import inspect
 import json
 import logging
+import re
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -349,3 +351,34 @@ def test_each_golden_row_is_episode_to_samples_of_its_episode() -> None:
 
 def test_the_golden_rows_fit_one_request() -> None:
     assert batch_samples(GOLDEN) == [GOLDEN]
+
+
+# --- the doc -------------------------------------------------------------------------------
+
+DOC = Path(__file__).parents[1] / "docs" / "coming-from-0.1.4.md"
+
+
+def _doc_section() -> str:
+    text = DOC.read_text("utf-8")
+    start = text.index("## Projection and metrics")
+    end = text.find("\n## ", start + 1)
+    return text[start : end if end != -1 else len(text)]
+
+
+def test_the_doc_names_every_014_name_and_its_example_streams_numbered_rows() -> None:
+    section = _doc_section()
+    for name in [*PROJECTION_014, *PROJECTION_CONSTANTS_014, "from_episodes", "RunSummary"]:
+        assert name in section, name
+    (example,) = re.findall(r"```python\n(.*?)```", section, flags=re.DOTALL)
+    posted: list[list[dict[str, Any]]] = []
+    stream = [
+        [episode("e1", trace(idx=1)), episode("e2", trace(idx=2))],
+        [{"id": "e3", "traces": [{"id": "t", "task": {"data": {"idx": 1}}}]}],
+    ]
+
+    exec(compile(example, str(DOC), "exec"), {"stream": stream, "post": posted.append})
+
+    assert [[(r["sample_id"], r["rollout_number"]) for r in b] for b in posted] == [
+        [("e1", 1), ("e2", 1)],
+        [("e3", 2)],
+    ]
