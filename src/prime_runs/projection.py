@@ -1,12 +1,13 @@
 """The v0 sample projection: producer episodes as rows of the legacy eval-sample table
-(``POST /evaluations/{id}/samples``).
+(``POST /evaluations/{id}/samples``), and the training viewer's Parquet table built from them.
 
 Inputs are duck-typed; verifiers is never imported. Record mappings
 (``Episode.to_record()`` / ``Trace.to_record()``) are read directly, with the values
-verifiers derives (reward, truncation, branches, usage) recomputed from the JSON. An episode
-object is projected from its ``to_record()``, which the row needs anyway as the native
-wrapper; a trace object given to :func:`trace_to_sample` is read through its properties
-(``reward``, ``branches``, ``usage``, ...) with pydantic values dumped. Both give the same rows.
+verifiers derives (reward, truncation, branches, usage) recomputed from the JSON. A trace
+object is read through its properties (``reward``, ``branches``, ``usage``, ...) with pydantic
+values dumped, and so is an episode object's summary trace, with ``to_record()`` as the native
+wrapper (as in prime-runs 0.1.4); an episode object whose traces are mere handles (no
+``agent``) is projected from its ``to_record()``. For verifiers' objects all give the same rows.
 
 Which records become rows in :func:`build_samples`:
 
@@ -16,47 +17,54 @@ Which records become rows in :func:`build_samples`:
 * anything else, notably a bare trace in either form, gives no row, and so does an episode
   with no traces (which also does not advance the rollout numbering).
 
-One row per episode: the projection of its summary trace (the first trainable one, else the
-first) with the whole episode record under ``info.native_wrapper``. An episode whose row would
-not fit in one request is sent as one row per trace instead. Non-finite numbers become ``null``.
+One row per episode: the projection of its summary trace (:func:`summary_trace_index`: the
+first trainable one, else the first) with the whole episode record under
+``info.native_wrapper``. An episode whose row would not fit in one request is sent as one row
+per trace instead. Non-finite numbers become ``null``. :func:`batch_samples` packs rows into
+requests under the same ceiling.
 
 Rows share sub-objects with mapping inputs (nothing is deep-copied): treat inputs and rows as
 read-only. An episode mapping is taken to be in ``Episode.to_record()`` form (null fields
 already dropped); :func:`trace_to_sample` on a bare trace mapping drops them itself.
+
+Every public name of 0.1.4's ``prime_runs.projection`` is here with its signature
+(``docs/coming-from-0.1.4.md``); ``MAX_SAMPLES_PAYLOAD_BYTES`` is 0.1.4's spelling of
+``MAX_REQUEST_BYTES``.
 """
 
 from __future__ import annotations
 
 import json
-import logging
 import re
 import uuid
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from . import _records
-from ._json import (
-    decode_record,
-    encode_json,
-    encode_record,
-    is_nonfinite_error,
-    sanitize_nonfinite,
-)
+from . import _records, _train_table, _v0rows
+from ._json import decode_record, encode_json, encode_record
+from ._v0rows import ENVELOPE_BYTES
+from .errors import RecordError
 
 __all__ = [
     "ENVELOPE_BYTES",
     "MAX_REQUEST_BYTES",
+    "MAX_SAMPLES_PAYLOAD_BYTES",
+    "batch_samples",
     "build_samples",
+    "episode_to_samples",
+    "episodes_to_parquet_bytes",
+    "json_bytes",
+    "parquet_available",
     "project_episode_bytes",
+    "summary_trace_index",
     "trace_to_sample",
+    "train_sample_schema",
 ]
 
-logger = logging.getLogger("prime_runs")
-
-#: The platform's ceiling on one ``POST /samples`` body, envelope included.
+#: The platform's ceiling on one ``POST /samples`` body, envelope included (25 MiB).
 MAX_REQUEST_BYTES = 26_214_400
-#: ``{"samples":[]}``: what a request costs before its first row.
-ENVELOPE_BYTES = 14
+#: 0.1.4's name for :data:`MAX_REQUEST_BYTES`.
+MAX_SAMPLES_PAYLOAD_BYTES = MAX_REQUEST_BYTES
 
 # Slot strings stand in for large values while a row is encoded; the values' bytes are then
 # spliced in (the episode's own bytes, each branch's messages encoded once even though the last
@@ -74,47 +82,152 @@ def trace_to_sample(
     each non-null sub-reward's score is copied to a top-level key unless that key is taken.
     Non-finite numbers become ``null``.
     """
-    return _finite(_trace_row(trace, rollout_number, episode_id, bare=True))
+    return _v0rows.finite(_v0rows.trace_row(trace, rollout_number, episode_id, bare=True))
 
 
 def build_samples(
-    episodes: Iterable[Any], *, rollout_counters: dict[Any, int] | None = None
+    episodes: Iterable[Any],
+    rollout_numbers: dict[Any, int] | None = None,
+    *,
+    rollout_counters: dict[Any, int] | None = None,
 ) -> list[dict[str, Any]]:
     """Project ``episodes`` (objects or mappings, see the module docstring) to v0 rows.
 
     Rollout numbers count per example (the summary trace's ``task.data.idx``) from 1. They
-    restart with every call unless the caller passes the same ``rollout_counters`` dict to
-    each call (a streaming exporter keeps one per run); callers sharing a dict serialize their
-    calls.
+    restart with every call unless the caller passes the same dict to each call (a streaming
+    exporter keeps one per run), positionally as 0.1.4 did (``rollout_numbers``) or as
+    ``rollout_counters=``; callers sharing a dict serialize their calls.
     """
-    counters = rollout_counters if rollout_counters is not None else {}
+    counters = _counters(rollout_numbers, rollout_counters)
     rows: list[dict[str, Any]] = []
     for record in episodes:
-        if isinstance(record, Mapping):
-            if "sample_id" in record:
-                rows.append(record)  # type: ignore[arg-type]  # already a v0 row
-                continue
-            if "traces" not in record:
-                continue
-            episode = record
-        elif getattr(record, "traces", None):
-            # The record is needed for the native wrapper anyway, and projecting from it reads
-            # nothing but what verifiers dumps (no Branch models, no per-message dumps).
-            episode = record.to_record()
-        else:
+        if isinstance(record, Mapping) and "sample_id" in record:
+            rows.append(record)  # type: ignore[arg-type]  # already a v0 row
             continue
-        traces = episode.get("traces")
-        if not traces:
+        source = _v0rows.source_of(record)
+        if source is None:
             continue
-        index = _records.summary_trace_index(traces)
-        number = _next_number(counters, traces[index])
-        encoded, row = _encode_row(_episode_row(episode, traces, index, number, episode))
-        if ENVELOPE_BYTES + len(encoded) <= MAX_REQUEST_BYTES:
-            rows.append(row)
-        else:
-            _warn_oversize(row["sample_id"], MAX_REQUEST_BYTES)
-            rows.extend(_encode_row(per_trace)[1] for per_trace in _split_rows(episode, number))
+        number = _v0rows.next_number(counters, source.traces[source.index])
+        rows.extend(_v0rows.rows_of(source, number, _request_limit()))
     return rows
+
+
+def episode_to_samples(episode: Any, rollout_number: int) -> list[dict[str, Any]]:
+    """One episode's rows with the given rollout number (no numbering state), as in
+    :func:`build_samples`: normally one row, one per trace when that row would not fit in a
+    request, none for an episode without traces."""
+    source = _v0rows.source_of(episode)
+    if source is None:
+        if _records.is_episode(episode):
+            return []
+        raise TypeError(
+            "episode_to_samples() takes an episode (an object with `traces` or a mapping with "
+            f"a 'traces' key), got {type(episode).__name__}"
+        )
+    return _v0rows.rows_of(source, rollout_number, _request_limit())
+
+
+def summary_trace_index(episode: Any) -> int:
+    """The index of the trace that represents ``episode`` (object or mapping) in its row and
+    its rollout numbering: the first trainable trace, else 0 (also for no traces)."""
+    if not _records.is_episode(episode):
+        raise TypeError(
+            "summary_trace_index() takes an episode (an object with `traces` or a mapping with "
+            f"a 'traces' key), got {type(episode).__name__}"
+        )
+    return _records.summary_trace_index(_records.traces_of(episode))
+
+
+def json_bytes(value: Any) -> int:
+    """The size of ``value`` as the request body encodes it (compact UTF-8 JSON)."""
+    return len(encode_json(value))
+
+
+def batch_samples(samples: Sequence[Any]) -> list[list[Any]]:
+    """``samples`` packed greedily, in order, into batches whose ``{"samples":[...]}`` body
+    (envelope and commas counted) fits :data:`MAX_SAMPLES_PAYLOAD_BYTES`.
+
+    A sample too large to send even alone raises :class:`~prime_runs.RecordError` (a
+    ``ValueError``) rather than being dropped, and so does one holding NaN or Infinity; one
+    JSON cannot encode at all raises ``TypeError``. Each names the sample's index.
+    """
+    limit = _request_limit()
+    batches: list[list[Any]] = []
+    batch: list[Any] = []
+    size = ENVELOPE_BYTES
+    for index, sample in enumerate(samples):
+        sample_bytes = _sample_size(index, sample)
+        if ENVELOPE_BYTES + sample_bytes > limit:
+            raise RecordError(
+                f"sample {index} is too large to upload "
+                f"({ENVELOPE_BYTES + sample_bytes} > {limit} bytes)"
+            )
+        extra = sample_bytes + (1 if batch else 0)  # +1: the comma before it
+        if batch and size + extra > limit:
+            batches.append(batch)
+            batch, size, extra = [], ENVELOPE_BYTES, sample_bytes
+        batch.append(sample)
+        size += extra
+    if batch:
+        batches.append(batch)
+    return batches
+
+
+def _sample_size(index: int, sample: Any) -> int:
+    try:
+        return json_bytes(sample)
+    except ValueError as error:  # NaN/Infinity (rows from build_samples never hold one)
+        raise RecordError(f"sample {index} cannot be sent: {error}") from error
+    except TypeError as error:
+        raise TypeError(f"sample {index} is not JSON-serializable: {error}") from error
+
+
+def parquet_available() -> bool:
+    """Whether pyarrow can be imported (``pip install 'prime-runs[train]'``)."""
+    return _train_table.available()
+
+
+def train_sample_schema() -> Any:
+    """The training viewer's table schema (a ``pyarrow.Schema``); needs pyarrow."""
+    return _train_table.schema()
+
+
+def episodes_to_parquet_bytes(
+    episodes: Iterable[Any], run_id: str, step: int, *, sample_id_offset: int = 0
+) -> bytes | None:
+    """One training step's episodes as the viewer's Parquet table (snappy): a row per v0 row
+    of :func:`build_samples` that has a trajectory, plus the training columns (``advantage``
+    from the summary trace's ``info``, ``env_name`` from ``env.id``). ``sample_id`` counts
+    from ``sample_id_offset`` over the v0 rows. ``None`` when no row has a trajectory. Needs
+    pyarrow; raises ``ImportError`` saying how to install it when it is missing."""
+    _train_table.check_arguments(run_id, step, sample_id_offset)
+    episodes = list(episodes)
+    return _train_table.encode(episodes, build_samples(episodes), run_id, step, sample_id_offset)
+
+
+def _counters(
+    rollout_numbers: dict[Any, int] | None, rollout_counters: dict[Any, int] | None
+) -> dict[Any, int]:
+    if rollout_numbers is not None and rollout_counters is not None:
+        if rollout_numbers is not rollout_counters:
+            raise TypeError(
+                "build_samples() got two rollout counter dicts: pass one, either positionally "
+                "(rollout_numbers) or as rollout_counters="
+            )
+    counters = rollout_numbers if rollout_numbers is not None else rollout_counters
+    if counters is None:
+        return {}
+    if not isinstance(counters, dict):
+        raise TypeError(
+            "build_samples() rollout counters must be a dict of example idx to the last rollout "
+            f"number, got {type(counters).__name__}"
+        )
+    return counters
+
+
+def _request_limit() -> int:
+    # Two spellings of one ceiling (0.1.4's and ours); lowering either (a test) lowers it.
+    return min(MAX_REQUEST_BYTES, MAX_SAMPLES_PAYLOAD_BYTES)
 
 
 def project_episode_bytes(
@@ -159,25 +272,23 @@ def project_episode_bytes(
     traces = record.get("traces")
     if not traces:
         return []
-    index = _records.summary_trace_index(traces)
-    number = _next_number(rollout_counters, traces[index])
+    source = _v0rows.Source(record, traces, _records.summary_trace_index(traces), record, False)
+    number = _v0rows.next_number(rollout_counters, traces[source.index])
     encoded = None
     if not saw_nonfinite:  # otherwise the bytes are not strict JSON and cannot be reused
-        encoded = _spliced_row(record, traces, index, number, bytes(episode_bytes))
+        encoded = _spliced_row(source, number, bytes(episode_bytes))
     if encoded is None:
-        encoded, _ = _encode_row(_episode_row(record, traces, index, number, record))
+        encoded, _ = _v0rows.encode_row(_v0rows.episode_row(source, number))
     if ENVELOPE_BYTES + len(encoded) <= max_request_bytes:
         return [encoded]
-    _warn_oversize(record.get("id"), max_request_bytes)
-    return [_encode_row(row)[0] for row in _split_rows(record, number)]
+    _v0rows.warn_oversize(record.get("id"), max_request_bytes)
+    return [_v0rows.encode_row(row)[0] for row in _v0rows.split_rows(source, number)]
 
 
-def _spliced_row(
-    record: Mapping[str, Any], traces: Any, index: int, number: int, episode_bytes: bytes
-) -> bytes | None:
+def _spliced_row(source: _v0rows.Source, number: int, episode_bytes: bytes) -> bytes | None:
     """The summary row encoded around slots for its large values, which are then spliced in;
     ``None`` if a slot did not come out exactly once (the caller encodes the plain row)."""
-    row = _episode_row(record, traces, index, number, _slot(0))
+    row = _v0rows.episode_row(source._replace(native=_slot(0)), number)
     pieces = [episode_bytes]
     for entry in row["trajectory"]:  # fresh dicts, safe to change
         try:
@@ -201,107 +312,3 @@ def _spliced_row(
 
 def _slot(number: int) -> str:
     return f"{_SLOT_PREFIX}{number}"
-
-
-def _next_number(counters: dict[Any, int], summary_trace: Any) -> int:
-    idx = _records.example_idx(summary_trace)
-    counters[idx] = number = counters.get(idx, 0) + 1
-    return number
-
-
-def _episode_row(episode: Any, traces: Any, index: int, number: int, native: Any) -> dict[str, Any]:
-    """The summary trace's row for the episode, carrying ``native`` as the native wrapper."""
-    episode_id = _records.field(episode, "id")
-    row = _trace_row(traces[index], number, episode_id, bare=False)
-    row["sample_id"] = episode_id
-    row["info"] = {
-        **(row["info"] or {}),
-        "native_wrapper": native,
-        "native_trace_index": index,
-    }
-    return row
-
-
-def _split_rows(episode: Any, number: int) -> list[dict[str, Any]]:
-    """The over-size fallback: one row per trace, all with the episode's rollout number."""
-    episode_id = _records.field(episode, "id")
-    return [
-        _trace_row(trace, number, episode_id, bare=False) for trace in _records.traces_of(episode)
-    ]
-
-
-def _warn_oversize(episode_id: Any, limit: int) -> None:
-    logger.warning(
-        "episode %s does not fit in one %d-byte sample request; sending one row per trace",
-        episode_id,
-        limit,
-    )
-
-
-def _trace_row(
-    trace: Any, rollout_number: int, episode_id: str | None, *, bare: bool
-) -> dict[str, Any]:
-    """The v0 row of one trace, before non-finite numbers are nulled. ``bare``: a mapping
-    trace still has its null fields (see ``_records``)."""
-    task = _records.dump(_records.task_data(trace), bare=bare)
-    agent = _records.field(trace, "agent")
-    branches = _records.branches(trace, bare=bare)
-    tools = _records.field(trace, "tools")
-    info = _records.field(trace, "info")
-    row: dict[str, Any] = {
-        "sample_id": _records.field(trace, "id"),
-        "example_id": _records.field(task, "idx"),
-        "rollout_number": rollout_number,
-        "episode_id": episode_id,
-        "agent": _records.field(agent, "name", "agent"),
-        "trainable": _records.field(agent, "trainable", True),
-        "task": task,
-        "prompt": [],
-        "completion": branches[-1].messages if branches else [],
-        "answer": task.get("answer") if isinstance(task, Mapping) else None,
-        "tool_defs": [_records.dump(tool, bare=bare) for tool in tools] if tools else None,
-        "reward": _records.reward(trace),
-        "timing": _records.dump(_records.field(trace, "timing"), bare=bare),
-        "is_completed": _records.field(trace, "is_completed", False),
-        "is_truncated": _records.is_truncated(trace),
-        "metrics": _records.metrics(trace),
-        "error": _records.last_error(trace, bare=bare),
-        "stop_condition": _records.field(trace, "stop_condition"),
-        "trajectory": [
-            {
-                "messages": branch.messages,
-                "num_input_tokens": branch.num_input_tokens,
-                "num_output_tokens": branch.num_output_tokens,
-            }
-            for branch in branches
-        ],
-        "token_usage": _records.usage(trace),
-        "info": dict(info) if info else None,
-    }
-    # Sub-rewards flatten to top-level keys as in v0, never over a real column.
-    for name, score in _records.reward_scores(trace):
-        row.setdefault(name, score)
-    return row
-
-
-def _encode_row(row: dict[str, Any]) -> tuple[bytes, dict[str, Any]]:
-    """The row's compact encoding and the row itself, non-finite numbers nulled in both.
-    A clean row (the normal case) is encoded once and never walked in Python."""
-    try:
-        return encode_json(row), row
-    except ValueError as error:
-        if not is_nonfinite_error(error):
-            raise
-    row = sanitize_nonfinite(row)
-    return encode_json(row), row
-
-
-def _finite(row: dict[str, Any]) -> dict[str, Any]:
-    """``row`` with non-finite numbers nulled; checked by the C encoder, walked only if needed."""
-    try:
-        encode_json(row)
-    except ValueError as error:
-        if not is_nonfinite_error(error):
-            raise
-        return sanitize_nonfinite(row)
-    return row
