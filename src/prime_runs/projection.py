@@ -40,10 +40,12 @@ import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from . import _records, _train_table, _v0rows
-from ._json import decode_record, encode_json, encode_record
-from ._v0rows import ENVELOPE_BYTES
-from .errors import RecordError
+import prime_runs._records.access as _records
+import prime_runs._records.traintable as _train_table
+import prime_runs._records.v0rows as _v0rows
+from prime_runs._records.jsonio import decode_record, encode_json, encode_record
+from prime_runs._records.v0rows import ENVELOPE_BYTES
+from prime_runs.errors import RecordError
 
 __all__ = [
     "ENVELOPE_BYTES",
