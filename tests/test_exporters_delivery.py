@@ -14,11 +14,11 @@ import pytest
 import prime_runs._journal.ledger as _ledger
 from prime_runs._delivery.delivery import Delivery
 from prime_runs._records.item import Deadline, Item, Outcome
-from prime_runs.exporters import _channel
+from prime_runs.platform import retry
 
 
-def _rec(n: int, kind: str = "episode") -> tuple[object, ...]:
-    return (kind, b'{"id":"r%d"}' % n, None, None, f"r{n}", None)
+def _rec(n: int, kind: str = "episode") -> Item:
+    return Item(kind, b'{"id":"r%d"}' % n, None, None, f"r{n}")
 
 
 class ScriptedSink:
@@ -82,7 +82,7 @@ def _wait(condition: Callable[[], bool]) -> None:
 
 @pytest.fixture(autouse=True)
 def _fast(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(_channel, "FIRST_BACKOFF", 0.001)
+    monkeypatch.setattr(retry, "RESEND_FIRST", 0.001)
     monkeypatch.setenv("OTEL_BSP_SCHEDULE_DELAY", "10")
 
 

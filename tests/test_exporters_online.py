@@ -20,9 +20,7 @@ import prime_runs as pr
 import prime_runs._journal.ledger as _ledger
 from _support import load_jsonl
 from prime_runs._records.encode import encode
-from prime_runs.exporters import _channel
-from prime_runs.exporters import traces as traces_mod
-from prime_runs.platform import _http
+from prime_runs.platform import retry
 from prime_runs.projection import build_samples
 from prime_runs.testing import StandInPlatform
 
@@ -37,9 +35,8 @@ ALL_EPISODES = EPISODES + EDGE
 @pytest.fixture(autouse=True)
 def _fast_retries(monkeypatch: pytest.MonkeyPatch) -> None:
     # Same policy, shorter waits: tests must not sit out real back-offs.
-    monkeypatch.setattr(traces_mod, "BACKOFF_BASE", 0.005)
-    monkeypatch.setattr(_channel, "FIRST_BACKOFF", 0.005)
-    monkeypatch.setattr(_http, "backoff", lambda attempt: 0.0)
+    monkeypatch.setattr(retry, "RESEND_FIRST", 0.005)
+    monkeypatch.setattr(retry, "backoff", lambda attempt: 0.0)
 
 
 def _init(p: StandInPlatform, tmp_path: Path, **kwargs: Any) -> pr.Run:
@@ -345,7 +342,7 @@ def test_a_sustained_outage_retires_the_sinks_without_hammering(
     assert run.acknowledged_records == {}
     assert run.dropped_records == 0
     # Three failed rounds per sink, each within its own retry budget; then silence.
-    assert len(prime_env.requests_for("traces_upload")) <= 3 * traces_mod.MAX_ATTEMPTS
+    assert len(prime_env.requests_for("traces_upload")) <= 3 * retry.ATTEMPTS
     assert len(prime_env.requests_for("samples_append")) <= 3
     assert sum("sink stopped" in e and "failures in a row" in e for e in run.errors) == 2
     assert prime_env.evaluations[run.id]["finalize_count"] == 1

@@ -15,7 +15,7 @@ from _support import items, load_jsonl
 from prime_runs._records.encode import encode
 from prime_runs._records.item import Item
 from prime_runs.exporters.samples import SamplesSink
-from prime_runs.platform import _http
+from prime_runs.platform import retry
 from prime_runs.platform._http import PlatformClient
 from prime_runs.projection import build_samples
 from prime_runs.settings import Settings
@@ -39,7 +39,7 @@ def _expected(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 @pytest.fixture
 def platform(monkeypatch: pytest.MonkeyPatch) -> Iterator[StandInPlatform]:
-    monkeypatch.setattr(_http, "backoff", lambda attempt: 0.0)
+    monkeypatch.setattr(retry, "backoff", lambda attempt: 0.0)
     with StandInPlatform() as p:
         p.add_evaluation(RUN, name="samples-test", status="RUNNING")
         yield p

@@ -14,7 +14,8 @@ import pytest
 from _support import items, load_jsonl
 from prime_runs._records.item import Deadline, Item
 from prime_runs.exporters import traces as traces_mod
-from prime_runs.exporters.traces import TracesSink, _batches, retry_wait
+from prime_runs.exporters.traces import TracesSink, _batches
+from prime_runs.platform import retry
 from prime_runs.platform._traces import compress_body
 from prime_runs.testing import StandInPlatform
 
@@ -36,8 +37,12 @@ def platform() -> Iterator[StandInPlatform]:
         yield p
 
 
+@pytest.fixture(autouse=True)
+def _no_backoff(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(retry, "backoff", lambda attempt: 0.0)  # Retry-After still holds
+
+
 def _sink(p: StandInPlatform, **kw: Any) -> TracesSink:
-    kw.setdefault("backoff", lambda error, attempt: 0.0)
     return TracesSink(api_key=p.api_key, traces_url=p.base_url, team_id=None, context=CONTEXT, **kw)
 
 
@@ -91,16 +96,19 @@ def test_batches_close_at_the_size_target_kind_change_and_repeated_id(
     assert got == [["a", "b"], ["c"], ["d"], ["e"], ["f"]]
 
 
-def test_retries_the_same_bytes_and_honours_retry_after(platform: StandInPlatform) -> None:
+def test_retries_the_same_bytes_and_honours_retry_after(
+    platform: StandInPlatform, monkeypatch: pytest.MonkeyPatch
+) -> None:
     waits: list[tuple[float | None, int]] = []
 
-    def backoff(error: BaseException, attempt: int) -> float:
-        waits.append((getattr(error, "retry_after", None), attempt))
+    def wait_before(attempt: int, retry_after: float | None) -> float:
+        waits.append((retry_after, attempt))
         return 0.0
 
+    monkeypatch.setattr(retry, "wait_before", wait_before)
     platform.fail("traces_upload", 429, retry_after=1.5)
     platform.fail("traces_upload", 503, after_processing=True, code="storage_unavailable")
-    sink = _sink(platform, backoff=backoff)
+    sink = _sink(platform)
     items = _items(EPISODES[:2])
     outcome = sink.export(items, _soon())
     assert outcome.acked == items
@@ -113,14 +121,8 @@ def test_retries_the_same_bytes_and_honours_retry_after(platform: StandInPlatfor
 
 
 def test_retry_wait_prefers_retry_after_and_caps_it() -> None:
-    class E(Exception):
-        def __init__(self, retry_after: float | None) -> None:
-            self.retry_after = retry_after
-
-    assert retry_wait(E(7.0), 3) == 7.0
-    assert retry_wait(E(600.0), 0) == traces_mod.RETRY_AFTER_CAP
-    assert 0.5 <= retry_wait(E(None), 0) <= 1.5
-    assert retry_wait(E(None), 20) <= traces_mod.BACKOFF_CAP * 1.5
+    assert retry.wait_before(3, 7.0) == 7.0
+    assert retry.wait_before(0, 600.0) == retry.RETRY_AFTER_CAP
 
 
 def test_retries_stop_at_the_attempt_budget_and_hand_back(platform: StandInPlatform) -> None:
@@ -135,7 +137,7 @@ def test_retries_stop_at_the_attempt_budget_and_hand_back(platform: StandInPlatf
 
 def test_a_wait_past_the_deadline_is_not_taken(platform: StandInPlatform) -> None:
     platform.fail("traces_upload", 429, retry_after=30)
-    sink = _sink(platform, backoff=retry_wait)
+    sink = _sink(platform)
     items = _items(EPISODES[:1])
     outcome = sink.export(items, Deadline(time.monotonic() + 5))
     assert outcome.retry == items and outcome.retry_after == 30

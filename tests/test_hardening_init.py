@@ -20,7 +20,7 @@ import pytest
 from opentelemetry.sdk.trace import TracerProvider
 
 import prime_runs as pr
-from prime_runs.platform import _http
+from prime_runs.platform import retry
 from prime_runs.testing import StandInPlatform
 
 ENVIRONMENTS = {
@@ -47,7 +47,7 @@ def retry_waits(monkeypatch: pytest.MonkeyPatch) -> list[int]:
         waits.append(attempt)
         return 0.0
 
-    monkeypatch.setattr(_http, "backoff", no_wait)
+    monkeypatch.setattr(retry, "backoff", no_wait)
     return waits
 
 

@@ -10,6 +10,7 @@ import pytest
 import prime_runs._journal.ledger as _ledger
 from prime_runs._journal.archive import RunArchive
 from prime_runs._journal.ledger import Ledger
+from prime_runs._records.item import Item
 from prime_runs._records.jsonio import decode_record, encode_record_marked
 
 
@@ -23,7 +24,7 @@ def test_a_record_read_back_for_one_sink_is_not_read_again_for_the_other(
         data = b'{"id":"r%d","traces":[{"id":"t%d"}]}' % (n, n)
         key = archive.append("episode", data)
         assert (
-            ledger.add("episode", data, key, None, f"r{n}", None, sinks=["traces", "eval_samples"])
+            ledger.add(Item("episode", data, key, None, f"r{n}"), sinks=["traces", "eval_samples"])
             is not None
         )
     reads: list[int] = []
@@ -53,7 +54,9 @@ def test_a_record_read_back_keeps_whether_its_bytes_decode_without_a_scan(
     for record in records:
         data, exact = encode_record_marked(record)
         key = archive.append("episode", data)
-        ledger.add("episode", data, key, None, str(record["id"]), None, exact, sinks=["traces"])
+        ledger.add(
+            Item("episode", data, key, None, str(record["id"]), exact=exact), sinks=["traces"]
+        )
     items = ledger.claim("traces", max_items=10)
     # 10**25 made the standard library write its record: that one must keep its scan.
     assert [i.exact for i in items] == [True, False, True]

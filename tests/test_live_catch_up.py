@@ -14,6 +14,7 @@ import pytest
 
 import prime_runs as pr
 from prime_runs._journal.ledger import Ledger
+from prime_runs._records.item import Item
 from prime_runs.testing import StandInPlatform
 
 
@@ -49,7 +50,7 @@ def test_a_burst_larger_than_the_span_queue_is_delivered_live(
 def _ledger(n: int) -> Ledger:
     ledger = Ledger(["traces"], None)
     for i in range(n):
-        ledger.add("episode", b'{"id":"r%d"}' % i, None, None, f"r{i}", None, sinks=["traces"])
+        ledger.add(Item("episode", b'{"id":"r%d"}' % i, None, None, f"r{i}"), sinks=["traces"])
     return ledger
 
 

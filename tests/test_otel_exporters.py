@@ -19,7 +19,7 @@ from prime_runs.cli import main
 from prime_runs.exporters import _channel
 from prime_runs.exporters.samples import SamplesSink
 from prime_runs.exporters.traces import TracesSink
-from prime_runs.platform import _http, evaluations
+from prime_runs.platform import evaluations, retry
 from prime_runs.testing import StandInPlatform
 
 MODES = ("live", "sync")
@@ -27,8 +27,8 @@ MODES = ("live", "sync")
 
 @pytest.fixture(autouse=True)
 def _fast(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    monkeypatch.setattr(_channel, "FIRST_BACKOFF", 0.005)
-    monkeypatch.setattr(_http, "backoff", lambda attempt: 0.0)
+    monkeypatch.setattr(retry, "RESEND_FIRST", 0.005)
+    monkeypatch.setattr(retry, "backoff", lambda attempt: 0.0)
     evaluations._reset_variant_cache()
     yield
     evaluations._reset_variant_cache()

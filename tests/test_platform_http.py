@@ -18,12 +18,8 @@ from opentelemetry import context as otel_context
 
 from prime_runs import errors
 from prime_runs._version import __version__
-from prime_runs.platform._http import (
-    PlatformClient,
-    backoff,
-    is_ambiguous,
-    parse_retry_after,
-)
+from prime_runs.platform._http import PlatformClient, is_ambiguous, parse_retry_after
+from prime_runs.platform.retry import backoff
 from prime_runs.settings import Settings
 
 KEY = "pk-http-secret-abcdef0123"

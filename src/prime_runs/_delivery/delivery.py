@@ -122,15 +122,15 @@ class Delivery:
 
     # -- the live path -----------------------------------------------------------------
 
-    def hand(self, item: Any, origin: tuple[int, int] | None = None) -> bool:
-        """Hold ``item`` (kind, data, key, problem, record_id, mapping, exact) for every open sink
-        and queue its span. False when it cannot be held (no journal, memory bound).
-        ``origin``: the raw span (id, event index or -1) the record came from."""
+    def hand(self, item: Item, origin: tuple[int, int] | None = None) -> bool:
+        """Hold ``item`` for every open sink and queue its span. False when it cannot be
+        held (no journal, memory bound). ``origin``: the raw span (id, event index or -1)
+        the record came from."""
         open_ = [c.name for c in self.channels.values() if c.retired is None]
         open_ = open_ or list(self._expected)
         if not open_:
             return True
-        ref = self.ledger.add(*item, sinks=open_)
+        ref = self.ledger.add(item, sinks=open_)
         if ref is None:
             return False
         if origin is not None:

@@ -17,6 +17,7 @@ refused (``add`` returns None) and counted as dropped by the caller.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import threading
 from array import array
@@ -84,40 +85,29 @@ class Ledger:
         self._recent: OrderedDict[int, Item] = OrderedDict()  # see RECENT_BYTES
         self._recent_bytes = 0
 
-    def add(
-        self,
-        kind: str,
-        data: bytes,
-        key: object,
-        problem: str | None,
-        record_id: str | None,
-        mapping: object,
-        exact: bool = False,
-        *,
-        sinks: Iterable[str],
-    ) -> int | None:
-        """Hold a record for ``sinks``; its handle, or None when it cannot be held (no
+    def add(self, item: Item, *, sinks: Iterable[str]) -> int | None:
+        """Hold ``item`` for ``sinks``; its handle, or None when it cannot be held (no
         journal key and the memory bound is reached)."""
         journaled = self._archive is not None
         limit = MAX_HELD_ITEMS_JOURNALED if journaled else MAX_HELD_ITEMS
         max_bytes = MAX_HELD_BYTES_JOURNALED if journaled else MAX_HELD_BYTES
         wanted = set(sinks)
+        size = len(item.data)
         with self._cond:
-            hold = len(self._held) < limit and self._held_bytes + len(data) <= max_bytes
-            if not hold and not isinstance(key, RecordKey):
+            hold = len(self._held) < limit and self._held_bytes + size <= max_bytes
+            if not hold and item.key is None:
                 return None
             ref = self._next
             self._next += 1
             if hold:
-                self._held_bytes += len(data)
-                if self._held_bytes > MAPPING_BYTES:
-                    mapping = None
-                held = Item(kind, data, key, problem, record_id, mapping, ref, exact)  # type: ignore[arg-type]
-                self._held[ref] = held
+                self._held_bytes += size
+                mapping = item.mapping if self._held_bytes <= MAPPING_BYTES else None
+                self._held[ref] = dataclasses.replace(item, mapping=mapping, ref=ref)
                 self._lite.append(_NONE)
             else:
-                self._lite.append(self._pack(key, exact))  # type: ignore[arg-type]
-            self._sizes.append(min(len(data), _MAX_SIZE))
+                assert item.key is not None
+                self._lite.append(self._pack(item.key, item.exact))
+            self._sizes.append(min(size, _MAX_SIZE))
             for sink in self._sinks:
                 flag = sink in wanted and sink not in self._closed
                 self._waiting[sink].append(flag)

@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, is_dataclass
 from typing import Any
 
+from prime_runs._records.item import Item, RecordKey
 from prime_runs._records.jsonio import encode_record_marked
 from prime_runs.errors import RecordError
 
@@ -31,12 +32,20 @@ class Encoded:
     owned: bool = False  # ``record`` came from to_record(): nobody else holds it
     exact: bool = False  # orjson wrote ``data``: it decodes exactly without a scan (see _json)
 
-    def for_delivery(self, key: object) -> tuple[Any, ...]:
-        """What the run's delivery holds for the record (``Delivery.hand``): the decoded
+    def for_delivery(self, key: RecordKey | None) -> Item:
+        """The record as the run's delivery holds it (``Delivery.hand``): the decoded
         mapping only when nobody else holds it, so a producer's later change cannot leak."""
         mapping = self.record if self.owned else None
-        ident = record_id(self.record)
-        return (self.kind, self.data, key, self.problem, ident, mapping, self.exact)
+        return Item(
+            self.kind,
+            self.data,
+            key,
+            self.problem,
+            record_id(self.record),
+            mapping,
+            None,
+            self.exact,
+        )
 
 
 def to_mapping(record: object) -> Mapping[str, Any]:

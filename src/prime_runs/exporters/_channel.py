@@ -8,10 +8,9 @@ everywhere. Deliveries on one channel run one at a time.
 A transient failure keeps the batch (the very same ``Item`` objects, so the traces sink
 resends identical bytes and the sample sink reads back before resending) for the next
 delivery, after a back-off (Retry-After when the platform gave one). After
-``MAX_TRANSIENT_STREAK`` of them in a row the platform is down rather than flaky and the
+``retry.STREAK`` of them in a row the platform is down rather than flaky and the
 channel retires, so the run stops hammering it. A permanent failure retires it at once.
-
-The limits are module constants read at use, so a test can shrink them with ``monkeypatch``.
+The numbers are the one retry policy's (``platform/retry``).
 """
 
 from __future__ import annotations
@@ -21,17 +20,11 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 
+import prime_runs.platform.retry as retry
 from prime_runs._records.item import Deadline, Item, Outcome, Sink
 
 logger = logging.getLogger("prime_runs")
 
-FIRST_BACKOFF = 0.5
-MAX_BACKOFF = 30.0
-# An export that is not racing a flush or finish still ends some time.
-EXPORT_BUDGET = 600.0
-# After this many transient failures in a row the platform is down, not flaky:
-# stop hammering it; the records stay in the journal for `prime-runs sync`.
-MAX_TRANSIENT_STREAK = 3
 
 OutcomeHandler = Callable[["Channel", Outcome], None]
 
@@ -63,7 +56,7 @@ class Channel:
         self._sink_closed = False
         self.retired: str | None = None
         self.quiet = False  # retired without it being a loss (service not enabled)
-        self.failing = False  # retired after MAX_TRANSIENT_STREAK transient failures
+        self.failing = False  # retired after retry.STREAK transient failures
         self.in_doubt = False  # a request went unanswered: it may still land (see _lease)
 
     def __repr__(self) -> str:
@@ -86,10 +79,10 @@ class Channel:
 
     def deliver(self, items: Sequence[Item], deadline: float | None = None) -> Outcome:
         """Send the records kept for a resend, then ``items``, before ``deadline``
-        (``time.monotonic()``; default ``EXPORT_BUDGET`` from now). Never raises."""
+        (``time.monotonic()``; default ``retry.DEFAULT_BUDGET`` from now). Never raises."""
         with self._send_lock:
             with self._lock:
-                at = time.monotonic() + EXPORT_BUDGET if deadline is None else deadline
+                at = time.monotonic() + retry.DEFAULT_BUDGET if deadline is None else deadline
                 if self._stop_by is not None:
                     at = min(at, self._stop_by)
                 current = self._current = Deadline(at)
@@ -137,18 +130,18 @@ class Channel:
     def _apply(self, outcome: Outcome) -> None:
         """Keep, retire or reset after one export (under the lock)."""
         if outcome.retire is None and outcome.retry:
-            if self._streak + 1 >= MAX_TRANSIENT_STREAK:
+            if self._streak + 1 >= retry.STREAK:
                 self.failing = True
                 outcome.retire = (
-                    f"{MAX_TRANSIENT_STREAK} failures in a row (last: {outcome.retry_reason}); "
+                    f"{retry.STREAK} failures in a row (last: {outcome.retry_reason}); "
                     "the records are kept in the archive for `prime-runs sync`"
                 )
             else:
                 self._streak += 1
                 delay = outcome.retry_after
                 if delay is None:
-                    delay = FIRST_BACKOFF * 2 ** min(self._streak - 1, 16)
-                self._backoff_until = time.monotonic() + min(delay, MAX_BACKOFF)
+                    delay = retry.resend_wait(self._streak)
+                self._backoff_until = time.monotonic() + min(delay, retry.RETRY_AFTER_CAP)
                 self._retry = outcome.retry
                 outcome.retry = []
                 return

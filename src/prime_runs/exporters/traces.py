@@ -14,13 +14,12 @@ from __future__ import annotations
 import hashlib
 import logging
 import operator
-import random
 from collections import deque
-from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 import httpx
 
+import prime_runs.platform.retry as retry
 from prime_runs._otel_private import suppress_instrumentation
 from prime_runs._records.item import Deadline, Item, Outcome, as_deadline
 from prime_runs.platform._http import user_agent
@@ -34,14 +33,8 @@ SINK_NAME = "traces"
 TARGET_BATCH_BYTES = 30 * 1024 * 1024  # keeps a request under the transport's 32 MiB cap
 MAX_BATCH_LINES = 1_000_000
 MAX_LINE_BYTES = 64 * 1024 * 1024
-# Retry budget per request (contract §8.8). Module-level so a test can shrink it.
-MAX_ATTEMPTS = 5
-BACKOFF_BASE = 1.0
-BACKOFF_CAP = 30.0
-RETRY_AFTER_CAP = 60.0
-REQUEST_TIMEOUT = 120.0
+REQUEST_TIMEOUT = 120.0  # per attempt (contract §2.3); attempts and waits: platform/retry
 CONNECT_TIMEOUT = 10.0
-MIN_ATTEMPT_TIMEOUT = 1.0
 # Extra requests one export may spend halving rejected batches. One bad line in 2,000
 # costs about 22; a service that refuses every line (a skewed clock) must not cost thousands.
 SPLIT_BUDGET = 64
@@ -56,13 +49,10 @@ _REQUEST_LEVEL_CODES = frozenset(
 )
 
 
-def retry_wait(error: BaseException, attempt: int) -> float:
-    """Seconds before retry ``attempt`` (from 0): Retry-After when given (capped), else a
-    jittered exponential back-off."""
-    retry_after = getattr(error, "retry_after", None)
-    if retry_after is not None:
-        return min(max(0.0, float(retry_after)), RETRY_AFTER_CAP)
-    return min(BACKOFF_CAP, BACKOFF_BASE * 2.0**attempt) * random.uniform(0.5, 1.5)
+def _log_retry(
+    error: BaseException, attempt: int, attempts: int, wait: float, left: float | None
+) -> None:
+    logger.debug("prime-runs: traces upload failed (%s); retrying in %.1fs", _reason(error), wait)
 
 
 def _reason(exc: BaseException) -> str:
@@ -73,12 +63,8 @@ def _reason(exc: BaseException) -> str:
 
 
 class TracesSink:
-    """Uploads episode and trace lines to Prime Traces for one run.
-
-    ``backoff(error, attempt)`` gives the wait before a retry (default
-    :func:`retry_wait`, which honours Retry-After); waits never run past the
-    export's deadline, and cutting the deadline wakes them.
-    """
+    """Uploads episode and trace lines to Prime Traces for one run, retrying a request
+    under the one policy (``platform/retry``) within the export's deadline."""
 
     name = SINK_NAME
 
@@ -89,7 +75,6 @@ class TracesSink:
         traces_url: str,
         team_id: str | None,
         context: dict[str, str],
-        backoff: Callable[[BaseException, int], float] = retry_wait,
         max_attempts: int | None = None,
         transport: httpx.BaseTransport | None = None,
     ) -> None:
@@ -97,7 +82,6 @@ class TracesSink:
         self._url = traces_url
         self._team_id = team_id
         self._context = context
-        self._backoff = backoff
         self._max_attempts = max_attempts
         self._transport = transport
         # prime-traces (and its pydantic models) loads here, when an online run builds
@@ -201,31 +185,29 @@ class TracesSink:
         body = _jsonl(batch)
         key = "sha256:" + hashlib.sha256(body).hexdigest()
         fmt = self._pt.line_format(batch[0].kind)
-        attempts = self._max_attempts or MAX_ATTEMPTS
-        attempt = 0
-        while True:
-            timeout = max(MIN_ATTEMPT_TIMEOUT, min(REQUEST_TIMEOUT, deadline.left()))
-            try:
-                with suppress_instrumentation():
-                    self._api().upload_batch(
-                        body, key, line_format=fmt, context=self._context, timeout=timeout
-                    )
-                return None
-            except self._pt.TRANSIENT as exc:
-                # Content-addressed: replaying the same bytes is always safe.
-                attempt += 1
-                if attempt >= attempts:
-                    return exc
-                wait = self._backoff(exc, attempt - 1)
-                if wait >= deadline.left() or not deadline.sleep(wait):
-                    return exc
-                logger.debug("prime-runs: traces upload failed (%s); retrying", _reason(exc))
-            except self._pt.APIError as exc:
-                return exc
-            except Exception as exc:
-                # Unexpected and local: count it as transient, so the channel's failure
-                # streak bounds how often it can recur.
-                return self._pt.TransportError(f"{type(exc).__name__}: {exc}")
+        api = self._api()
+
+        def send(timeout: float) -> None:
+            with suppress_instrumentation():
+                api.upload_batch(body, key, line_format=fmt, context=self._context, timeout=timeout)
+
+        try:
+            # Content-addressed: replaying the same bytes is always safe.
+            retry.retrying(
+                send,
+                timeout=REQUEST_TIMEOUT,
+                deadline=deadline,
+                retryable=lambda error: isinstance(error, self._pt.TRANSIENT),
+                attempts=self._max_attempts,
+                on_retry=_log_retry,
+            )
+            return None
+        except (*self._pt.TRANSIENT, self._pt.APIError) as exc:
+            return exc
+        except Exception as exc:
+            # Unexpected and local: count it as transient, so the channel's failure
+            # streak bounds how often it can recur.
+            return self._pt.TransportError(f"{type(exc).__name__}: {exc}")
 
     def close(self) -> None:
         if self._client is not None:

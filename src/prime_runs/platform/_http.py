@@ -6,7 +6,8 @@ errors, a stream broken after the request went out); replaying one is only safe
 for calls the caller declares ``idempotent``. Unambiguous failures (the connection
 never opened, 429) are replayed for every call. Callers that must not replay (create,
 finalize, sample appends) reconcile by reading back instead; :func:`is_ambiguous`
-tells them which errors need that.
+tells them which errors need that. How many attempts and how long between them is the
+one policy of ``platform/retry``.
 
 Every request runs with OpenTelemetry instrumentation suppressed, so an instrumented
 httpx in the user's process never traces the SDK's own traffic.
@@ -17,16 +18,16 @@ from __future__ import annotations
 import json as _json
 import logging
 import os
-import random
 import sys
 import time
 from collections.abc import Callable, Mapping
 from datetime import datetime, timezone
 from email.utils import parsedate_to_datetime
-from typing import Any, Protocol
+from typing import Any
 
 import httpx
 
+import prime_runs.platform.retry as retry
 from prime_runs._otel_private import suppress_instrumentation
 from prime_runs._records.jsonio import (
     encode_json,  # refuses non-finite numbers locally, not as a 400
@@ -52,30 +53,7 @@ logger = logging.getLogger("prime_runs")
 API_PATH = "/api/v1"
 DEFAULT_TIMEOUT = 60.0
 CONNECT_TIMEOUT = 10.0
-MAX_ATTEMPTS = 5
-RETRY_AFTER_CAP = 60.0
-BACKOFF_CAP = 30.0
-MIN_ATTEMPT_TIMEOUT = 1.0  # an attempt near the deadline still gets this long
-
-
-class Cuttable(Protocol):
-    """A deadline its owner may bring forward (a sink's ``Deadline``): retry waits wake when
-    it is cut, so a ``finish()`` that stops waiting stops the retries too."""
-
-    @property
-    def at(self) -> float: ...
-
-    def sleep(self, seconds: float) -> bool: ...
-
-
-Deadline = float | Cuttable
-
-
-def _left(deadline: Deadline | None) -> float | None:
-    if deadline is None:
-        return None
-    at = deadline if isinstance(deadline, (int, float)) else deadline.at
-    return at - time.monotonic()
+Deadline = retry.Budget  # a time.monotonic() value, or a deadline its owner may cut
 
 
 UNAMBIGUOUS_STATUS = frozenset({429})
@@ -137,12 +115,7 @@ def parse_retry_after(value: str | None, *, now: datetime | None = None) -> floa
         seconds = (target - (now or datetime.now(timezone.utc))).total_seconds()
     if seconds != seconds:  # NaN
         return None
-    return min(max(0.0, seconds), RETRY_AFTER_CAP)
-
-
-def backoff(attempt: int) -> float:
-    """``min(30, 2^n) * U(0.5, 1.5)`` seconds before attempt ``n + 1`` (``n`` from 0)."""
-    return min(BACKOFF_CAP, 2.0**attempt) * random.uniform(0.5, 1.5)
+    return min(max(0.0, seconds), retry.RETRY_AFTER_CAP)
 
 
 def _error_text(response: httpx.Response) -> tuple[str | None, str]:
@@ -184,7 +157,7 @@ class PlatformClient:
         *,
         transport: httpx.BaseTransport | None = None,
         sleep: Callable[[float], None] = time.sleep,
-        max_attempts: int = MAX_ATTEMPTS,
+        max_attempts: int | None = None,
     ) -> None:
         if not settings.api_key:
             raise ConfigurationError(
@@ -193,7 +166,7 @@ class PlatformClient:
             )
         self.settings = settings
         self.api_root = f"{settings.base_url}{API_PATH}"
-        self.max_attempts = max(1, max_attempts)
+        self.max_attempts = max_attempts  # None: the policy's (``retry.ATTEMPTS``)
         self._api_key = settings.api_key
         self._transport = transport
         self._sleep = sleep
@@ -253,55 +226,43 @@ class PlatformClient:
         headers = dict(self._headers)
         if body is not None:
             headers["Content-Type"] = "application/json"
-        attempts = max_attempts or self.max_attempts
         url = f"{self.api_root}{path}"
-        with suppress_instrumentation():
-            for attempt in range(attempts):
-                attempt_timeout = timeout
-                left = _left(deadline)
-                if left is not None:
-                    attempt_timeout = max(MIN_ATTEMPT_TIMEOUT, min(timeout, left))
-                try:
-                    result = self._send(method, path, url, body, headers, params, attempt_timeout)
-                    self._announced = False
-                    return result
-                except (RetryableAPIError, TransportError) as error:
-                    last = attempt == attempts - 1
-                    if last or (is_ambiguous(error) and not idempotent):
-                        raise
-                    wait = getattr(error, "retry_after", None)
-                    wait = backoff(attempt) if wait is None else wait
-                    left = _left(deadline)
-                    if left is not None and wait >= left:
-                        raise
-                    self._announce_retry(error, attempt, attempts, left)
-                    logger.debug("%s %s failed (%s); retrying in %.1fs", method, path, error, wait)
-                    if not self._wait(wait, deadline):
-                        raise  # the deadline was cut meanwhile
-        raise AssertionError("unreachable")  # pragma: no cover
 
-    def _wait(self, seconds: float, deadline: Deadline | None) -> bool:
-        """Sleep before a retry; False when a cut deadline ended the wait early."""
-        if deadline is None or isinstance(deadline, (int, float)):
-            self._sleep(seconds)
-            return True
-        return deadline.sleep(seconds)
+        def retryable(error: BaseException) -> bool:
+            if not isinstance(error, (RetryableAPIError, TransportError)):
+                return False
+            return idempotent or not is_ambiguous(error)
+
+        with suppress_instrumentation():
+            result = retry.retrying(
+                lambda t: self._send(method, path, url, body, headers, params, t),
+                timeout=timeout,
+                deadline=deadline,
+                retryable=retryable,
+                attempts=max_attempts or self.max_attempts,
+                on_retry=self._announce_retry,
+                sleep=self._sleep,
+            )
+        self._announced = False
+        return result
 
     def _announce_retry(
         self,
         error: BaseException,
         attempt: int,
         attempts: int,
+        wait: float,
         time_left: float | None,
     ) -> None:
         """One warning when a retry sequence starts, so a wait of ~15 s is never silent.
         Quiet (debug only) until a request succeeds again, so an outage is one line."""
+        logger.debug("prime-runs: %s; retrying in %.1fs", error, wait)
         if self._announced:
             return
         self._announced = True
         left = attempts - 1 - attempt
         first = getattr(error, "retry_after", None)
-        nominal = [min(BACKOFF_CAP, 2.0**n) for n in range(attempt, attempts - 1)]
+        nominal = [min(retry.BACKOFF_CAP, 2.0**n) for n in range(attempt, attempts - 1)]
         expected = sum(nominal) if first is None else first + sum(nominal[1:])
         if time_left is not None:
             expected = max(0.0, min(expected, time_left))
@@ -388,7 +349,6 @@ __all__ = [
     "AMBIGUOUS_STATUS",
     "API_PATH",
     "PlatformClient",
-    "backoff",
     "encode_json",
     "is_ambiguous",
     "parse_retry_after",
