@@ -7,7 +7,7 @@ import os
 import threading
 import weakref
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from opentelemetry import context as otel_context
 from opentelemetry import trace
@@ -20,12 +20,17 @@ from ._join import context_to_join, shared_join
 from ._open import RunOptions, check_on_error, open_state
 from ._provenance import from_resource
 from ._state import RAISE, RunState
+from ._training import check_kind
+from ._training_open import open_training
 from ._version import __version__
 from .errors import AmbiguousRunError, ConfigurationError, RunFinishedError
 from .processor import STATE_KEY, RunProcessor
 from .run import Run
 from .sampling import check_provider, sampler, sdk_disabled, untracked_reason, warn_once
 from .settings import DISABLED
+
+if TYPE_CHECKING:
+    from .platform.training import TrainingSpec
 
 _lock = threading.Lock()
 _processors: weakref.WeakKeyDictionary[TracerProvider, RunProcessor] = weakref.WeakKeyDictionary()
@@ -79,6 +84,8 @@ def configure_exporter(
         "description",
         "tags",
         "id",
+        "kind",
+        "training",
     }
     unknown = set(settings) - allowed
     if unknown:
@@ -144,6 +151,8 @@ def init(
     journal: bool = True,
     handle_signals: bool = False,
     join: Mapping[str, str] | bool | None = None,
+    kind: str = "eval",
+    training: TrainingSpec | None = None,
 ) -> Run:
     """Start a run and return its handle.
 
@@ -152,12 +161,14 @@ def init(
     ``./prime-runs``); ``mode="disabled"`` does nothing at all. A process whose
     context or environment carries a run (``run.context()``) joins it instead of
     creating another; pass ``join=False`` to never join, or a carrier to join it.
-    See ``docs/concepts.md``.
+    See ``docs/concepts.md``. ``kind="train"`` with ``training=TrainingSpec(...)`` and a
+    team registers a training run (``docs/training.md``).
     """
     # First statement: locals() is exactly the call's arguments here.
     arguments = dict(locals())
     check_arguments(arguments)
     check_on_error(on_error)
+    check_kind(kind, training)
     opts = _options(arguments)
     if join is not False and id is None and mode != DISABLED:
         ctx = context_to_join(join if isinstance(join, Mapping) else None)
@@ -165,9 +176,11 @@ def init(
             return _join(ctx, opts, tracer_provider, handle_signals)
     provider = _sdk_provider(tracer_provider)  # checked before anything is created
     opts = dataclasses.replace(opts, resource=from_resource(provider.resource))
-    state = open_state(opts)
+    state = open_training(opts) if kind == "train" else open_state(opts)
     if state is None:
-        return Run(None, span=trace.INVALID_SPAN, tracer=None, mode=DISABLED, name=name)
+        disabled = Run(None, span=trace.INVALID_SPAN, tracer=None, mode=DISABLED, name=name)
+        disabled._kind = kind
+        return disabled
     _add_processor(provider, {})
     tracer = provider.get_tracer("prime_runs", __version__)
     span = _run_span(tracer, state)

@@ -1,0 +1,184 @@
+"""Training runs: ``init(kind="train", training=TrainingSpec(...))`` and ``log_metrics``.
+
+A training run is a ``run`` span like an eval run. What differs is its backend (register
+with ``POST /rft/external-runs`` or attach to a launcher's run with ``id=``; close with
+``POST /rft/finalize`` or a status ``PUT``, ``platform/training.py``) and one more thing
+it delivers: metrics rows, one per ``log_metrics`` call (``_training_metrics``). Its
+records still go to Prime Traces, stamped ``run.type = "train"``; a producer's
+``run.work`` (the step an episode was dispatched at) is kept unchanged.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+import threading
+import time
+import weakref
+from collections.abc import Mapping
+from typing import Any
+
+from ._archive import RunArchive
+from ._json import encode_json
+from ._state import RunState
+from ._training_metrics import DELIVERY_SUFFIX, KIND, MetricsDelivery, MetricsJournal
+from .errors import ConfigurationError
+from .exporters._base import Outcome
+from .exporters.metrics import SINK_NAME, MetricsSink
+from .platform.training import RUN_KINDS, TRAIN, TrainingPlatform, TrainingSpec
+
+logger = logging.getLogger("prime_runs")
+
+
+def check_kind(kind: object, training: object) -> None:
+    """``kind=`` and ``training=`` of ``init()``: ConfigurationError before anything."""
+    if not isinstance(kind, str) or kind not in RUN_KINDS:
+        raise ConfigurationError(f"kind={kind!r} is not valid; use 'eval' or 'train'")
+    if training is not None and not isinstance(training, TrainingSpec):
+        raise ConfigurationError(
+            f"training= must be a prime_runs.TrainingSpec, got {type(training).__name__}"
+        )
+    if training is not None and kind != TRAIN:
+        raise ConfigurationError("training= describes a training run: pass kind='train' too")
+
+
+class TrainingSide:
+    """A training run's metrics: journal, delivery, the step last logged. Thread-safe."""
+
+    def __init__(
+        self, state: RunState, platform: TrainingPlatform | None, archive: RunArchive | None
+    ) -> None:
+        self._state = state
+        self.run_id = state.run_id
+        self.journal = MetricsJournal(archive) if archive is not None else None
+        self.delivery = MetricsDelivery(
+            state.run_id + DELIVERY_SUFFIX, None, on_outcome=self._settled, on_late=self._late
+        )
+        if platform is not None:
+            self.delivery.attach([MetricsSink(platform, state.run_id, owns_client=False)])
+        self.last_step: int | None = None
+        self.logged = 0  # rows logged by this process
+        self._lock = threading.Lock()
+        _sides.add(self)
+
+    def log(self, values: Mapping[str, Any], step: int | None) -> None:
+        row = clean_metrics(values)
+        if step is not None:
+            row.setdefault("step", step)
+            self.last_step = step
+        row.setdefault("_timestamp", time.time())
+        body = encode_json({"run_id": self.run_id, "metrics": row})
+        seq = None
+        if self.journal is not None:
+            try:
+                seq = self.journal.append(body)
+            except OSError as exc:  # never fatal: the row still goes to the platform
+                self._state.report(f"could not journal a metrics row: {exc}")
+        with self._lock:
+            self.logged += 1
+        if self.delivery.channels:
+            label = f"metrics row (step {step})"
+            if not self.delivery.hand((KIND, body, seq, None, label, None, False)):
+                self._state.counters.count_sink("failed", SINK_NAME, 1)
+
+    def _settled(self, channel: Any, outcome: Outcome) -> None:
+        self._state.counters.count_outcome(SINK_NAME, outcome)
+        if self.journal is not None:
+            self.journal.ack([i.key for i in outcome.acked if isinstance(i.key, int)])
+        for item, reason in outcome.rejected:
+            self._state.report(f"{SINK_NAME}: {item.record_id} was not stored: {reason}")
+        if outcome.retire is not None:
+            self._state.report(f"{SINK_NAME}: sink stopped for this run: {outcome.retire}")
+
+    def _late(self, channel: Any, outcome: Outcome) -> None:
+        if self.journal is not None:
+            self.journal.ack([i.key for i in outcome.acked if isinstance(i.key, int)])
+
+    def drain(self, until: float) -> bool:
+        self.delivery.drain(until)
+        return not self.delivery.pending()
+
+    def finish(self, until: float) -> None:
+        """Deliver what is left until ``until``, then stop; count what was never sent."""
+        self.delivery.stop_by(until)
+        self.drain(until)
+        for sink, left in self.delivery.close().items():
+            self._state.counters.count_sink("failed", sink, left)
+            self._state.report(
+                f"{sink}: {left} metrics rows were not sent before the finish deadline; "
+                "they are in the run's metrics journal",
+                warn=False,
+            )
+        if self.journal is not None:
+            self.journal.close()
+
+    def after_fork(self) -> None:
+        if self.journal is not None:
+            self.journal.after_fork()
+        self.delivery.after_fork()
+
+
+def clean_metrics(values: object) -> dict[str, Any]:
+    """A copy of ``values`` without non-finite numbers; TypeError for what is no row."""
+    if not isinstance(values, Mapping):
+        raise TypeError(f"metrics must be a mapping, not {type(values).__name__}")
+    row: dict[str, Any] = {}
+    for key, value in values.items():
+        if not isinstance(key, str):
+            raise TypeError(f"metric names must be strings, got {type(key).__name__}")
+        if isinstance(value, float) and not math.isfinite(value):
+            continue  # strict JSON has no NaN; 0.1.4 drops them too
+        row[key] = value
+    return row
+
+
+def side_of(state: RunState | None) -> TrainingSide | None:
+    side = getattr(state, "training", None)
+    return side if isinstance(side, TrainingSide) else None
+
+
+def log_metrics(state: RunState | None, values: object, step: object) -> None:
+    """``Run.log_metrics``: bad input raises TypeError/ValueError; nothing else does."""
+    if step is not None and (not isinstance(step, int) or isinstance(step, bool) or step < 0):
+        raise ValueError(f"step must be an int >= 0 or None, got {step!r}")
+    if state is None:  # a disabled run accepts every call
+        clean_metrics(values)
+        return
+    side = side_of(state)
+    if side is None:
+        logger.debug("prime-runs: log_metrics on eval run %s: nothing to send", state.run_id)
+        clean_metrics(values)
+        return
+    if state.finishing or state.finished:
+        state.refuse_late(1)
+        return
+    try:
+        side.log(values, step)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        raise
+    except Exception as exc:  # nothing the SDK does is fatal to the producer
+        state.report(f"could not log a metrics row: {type(exc).__name__}: {exc}", exc)
+
+
+def logged_any(state: RunState | None) -> bool:
+    side = side_of(state)
+    return side is not None and side.logged > 0
+
+
+def flush(state: RunState | None, seconds: float) -> bool:
+    side = side_of(state)
+    return True if side is None else side.drain(time.monotonic() + seconds)
+
+
+# Forked children write metrics journals of their own (see MetricsJournal.after_fork).
+_sides: weakref.WeakSet[TrainingSide] = weakref.WeakSet()
+
+
+def _after_fork() -> None:
+    for side in list(_sides):
+        side.after_fork()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork)
