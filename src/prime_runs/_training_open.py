@@ -19,6 +19,8 @@ from ._training import TrainingSide, check_kind
 from .errors import ConfigurationError
 from .exporters._sinks import build_sinks
 from .exporters.metrics import SINK_NAME
+from .exporters.train_samples import SINK_NAME as SAMPLES_SINK
+from .exporters.train_samples import TrainSamplesSink, parquet_available
 from .platform.training import (
     TRAIN,
     TrainingPlatform,
@@ -68,6 +70,13 @@ def open_training(opts: RunOptions) -> RunState | None:
         run_type=TRAIN, framework=opts.framework, model=opts.model, resource=opts.resource
     )
     sinks = build_sinks(settings, registration.id, context, traces=opts.traces, samples=False)
+    if opts.samples and parquet_available():
+        sinks.append(TrainSamplesSink(platform, registration.id))
+    elif opts.samples:
+        logger.info(
+            "prime-runs: the training sample table is off: pyarrow is not installed "
+            "(pip install 'prime-runs[train]'); episodes reach Prime Traces only"
+        )
     state.delivery.attach(sinks)
     return state
 
@@ -104,6 +113,8 @@ def _describe(
     description["kind"] = TRAIN
     description["training"] = dataclasses.asdict(spec)
     sinks = ["traces"] if opts.traces else []
+    if opts.samples and parquet_available():
+        sinks.append(SAMPLES_SINK)
     description["sinks"] = [*sinks, SINK_NAME]
     return description
 
