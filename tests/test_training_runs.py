@@ -206,3 +206,24 @@ def test_log_metrics_from_many_threads(prime_env):
     run.finish()
     assert sorted(prime_env.training_steps(run.id)) == list(range(100))
     assert len(prime_env.training_metrics(run.id)) == 100  # no duplicates
+
+
+def test_step_spans_and_events_are_metrics_rows(prime_env):
+    from opentelemetry.sdk.trace import TracerProvider
+
+    provider = TracerProvider()  # the application's own provider
+    run = train(tracer_provider=provider)
+    tracer = provider.get_tracer("trainer")
+    with run:
+        for step in range(3):
+            attributes = {"prime.train.step": step, "prime.train.metrics.loss": 1.0 / (step + 1)}
+            with tracer.start_as_current_span("step", attributes=attributes):
+                pass
+        with tracer.start_as_current_span("rollouts") as span:
+            span.add_event("step", {"prime.train.step": 3, "prime.train.metrics.reward": 0.5})
+        with tracer.start_as_current_span("step", attributes={"other": 1}):
+            pass  # no prime.train.step: not a row
+    steps = prime_env.training_steps(run.id)
+    assert sorted(steps) == [0, 1, 2, 3]
+    assert steps[1]["loss"] == 0.5 and steps[3]["reward"] == 0.5
+    assert len(prime_env.training_metrics(run.id)) == 4

@@ -22,6 +22,7 @@ from ._provenance import from_resource
 from ._state import RAISE, RunState
 from ._training import check_kind
 from ._training_open import open_training
+from ._training_spans import StepProcessor
 from ._version import __version__
 from .errors import AmbiguousRunError, ConfigurationError, RunFinishedError
 from .processor import STATE_KEY, RunProcessor
@@ -121,6 +122,7 @@ def _add_processor(provider: TracerProvider, settings: dict[str, Any]) -> RunPro
         if processor is None:
             processor = RunProcessor(**settings)
             provider.add_span_processor(processor)
+            provider.add_span_processor(StepProcessor())  # training metrics as spans
             _processors[provider] = processor
     _exit.register_exit_hook()
     from .genai_logs import attach  # the logs SDK loads only here, not at import
