@@ -170,14 +170,48 @@ def test_registration_errors_propagate(prime_env):
 
 
 def test_bad_metrics_input_is_a_typed_error(prime_env):
-    run = train()
-    with pytest.raises(TypeError):
-        run.log_metrics([1, 2])
-    with pytest.raises(ValueError):
-        run.log_metrics({"loss": 1.0}, step=-1)
+    strict = train(on_error="raise")
+    with pytest.raises(pr.RecordError, match="mapping"):
+        strict.log_metrics([1, 2])
+    with pytest.raises(pr.RecordError, match="not JSON"):
+        strict.log_metrics({"loss": object()})
+    with pytest.raises(ValueError, match="step"):
+        strict.log_metrics({"loss": 1.0}, step=-1)
+    strict.finish()
+    with pytest.raises(pr.RunFinishedError):
+        strict.log_metrics({"loss": 1.0}, step=9)
+    run = train()  # on_error="warn": reported and counted, never raised
+    run.log_metrics([1, 2])
+    run.log_metrics({"loss": 1.0}, step=0)
     run.finish()
-    run.log_metrics({"loss": 1.0}, step=9)  # after finish: counted, never raised
-    assert run.dropped_records == 1
+    run.log_metrics({"loss": 1.0}, step=9)
+    assert run.dropped_records == 2  # one refused as bad input, one logged after finish()
+    assert any("metrics must be a mapping" in e for e in run.errors)
+    assert sorted(prime_env.training_steps(run.id)) == [0]
+
+
+class Scalar:
+    """An array library's scalar (numpy, torch): ``item()`` is its number."""
+
+    def __init__(self, value: float) -> None:
+        self.value = value
+
+    def item(self) -> float:
+        return self.value
+
+
+def test_scalars_become_numbers_and_non_finite_values_are_dropped(prime_env):
+    run = train()
+    values = {
+        "loss": Scalar(0.5),
+        "nan": Scalar(float("nan")),
+        "nested": {"a": float("inf"), "b": 1},
+    }
+    run.log_metrics(values, step=0)
+    run.finish()
+    (row,) = prime_env.training_metrics(run.id)
+    assert row["loss"] == 0.5 and "nan" not in row and row["nested"] == {"b": 1}
+    assert isinstance(values["loss"], Scalar)  # the caller's mapping is untouched
 
 
 def test_disabled_and_eval_runs_accept_log_metrics(prime_env):

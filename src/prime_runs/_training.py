@@ -21,9 +21,9 @@ from typing import Any
 
 from ._archive import RunArchive
 from ._json import encode_json
-from ._state import RunState
+from ._state import RAISE, RunState
 from ._training_metrics import DELIVERY_SUFFIX, KIND, MetricsDelivery, MetricsJournal
-from .errors import ConfigurationError
+from .errors import ConfigurationError, RecordError, RunFinishedError
 from .exporters._base import Outcome
 from .exporters.metrics import SINK_NAME, MetricsSink
 from .platform.training import RUN_KINDS, TRAIN, TrainingPlatform, TrainingSpec
@@ -62,8 +62,8 @@ class TrainingSide:
         self._lock = threading.Lock()
         _sides.add(self)
 
-    def log(self, values: Mapping[str, Any], step: int | None) -> None:
-        row = clean_metrics(values)
+    def log(self, row: dict[str, Any], step: int | None) -> None:
+        """Send ``row`` (from ``clean_metrics``) as the metrics of ``step``."""
         if step is not None:
             row.setdefault("step", step)
             self.last_step = step
@@ -119,18 +119,41 @@ class TrainingSide:
         self.delivery.after_fork()
 
 
+_DROP = object()
+
+
+def _finite(value: Any) -> Any:
+    """``value`` without NaN/infinity anywhere inside (strict JSON has none; 0.1.4 drops
+    them too), scalars of array libraries as plain numbers, or ``_DROP``."""
+    item = getattr(value, "item", None)
+    if callable(item) and not isinstance(value, (str, bytes, Mapping, list, tuple)):
+        try:
+            value = item()  # numpy and torch scalars
+        except (TypeError, ValueError, RuntimeError):
+            pass  # not a scalar: encoding says what is wrong with it
+    if isinstance(value, float) and not math.isfinite(value):
+        return _DROP
+    if isinstance(value, Mapping):
+        kept = {k: _finite(v) for k, v in value.items()}
+        return {k: v for k, v in kept.items() if v is not _DROP}
+    if isinstance(value, (list, tuple)):
+        return [v for v in (_finite(v) for v in value) if v is not _DROP]
+    return value
+
+
 def clean_metrics(values: object) -> dict[str, Any]:
-    """A copy of ``values`` without non-finite numbers; TypeError for what is no row."""
+    """A copy of ``values`` ready to send; ``RecordError`` for what is no metrics row."""
     if not isinstance(values, Mapping):
-        raise TypeError(f"metrics must be a mapping, not {type(values).__name__}")
-    row: dict[str, Any] = {}
-    for key, value in values.items():
-        if not isinstance(key, str):
-            raise TypeError(f"metric names must be strings, got {type(key).__name__}")
-        if isinstance(value, float) and not math.isfinite(value):
-            continue  # strict JSON has no NaN; 0.1.4 drops them too
-        row[key] = value
-    return row
+        raise RecordError(f"metrics must be a mapping, not {type(values).__name__}")
+    bad = [k for k in values if not isinstance(k, str)]
+    if bad:
+        raise RecordError(f"metric names must be strings, got {type(bad[0]).__name__}")
+    row = _finite(values)
+    try:
+        encode_json(row)
+    except (TypeError, ValueError) as exc:
+        raise RecordError(f"metrics are not JSON: {exc}") from None
+    return dict(row)
 
 
 def side_of(state: RunState | None) -> TrainingSide | None:
@@ -139,26 +162,35 @@ def side_of(state: RunState | None) -> TrainingSide | None:
 
 
 def log_metrics(state: RunState | None, values: object, step: object) -> None:
-    """``Run.log_metrics``: bad input raises TypeError/ValueError; nothing else does."""
+    """``Run.log_metrics``. A bad ``step`` raises ``ValueError``; bad ``values`` and late
+    calls are handled as ``log_episodes`` handles bad or late records: raised under
+    ``on_error="raise"``, otherwise counted and reported. Nothing else raises."""
     if step is not None and (not isinstance(step, int) or isinstance(step, bool) or step < 0):
         raise ValueError(f"step must be an int >= 0 or None, got {step!r}")
-    if state is None:  # a disabled run accepts every call
-        clean_metrics(values)
-        return
     side = side_of(state)
-    if side is None:
-        logger.debug("prime-runs: log_metrics on eval run %s: nothing to send", state.run_id)
-        clean_metrics(values)
+    if state is None or side is None:  # disabled or eval runs accept and ignore it
         return
-    if state.finishing or state.finished:
+    if not state.gate.enter():  # finish() waits for calls in flight, then refuses more
+        if state.on_error == RAISE:
+            raise RunFinishedError(f"run {state.run_id} has finished; log metrics before finish()")
         state.refuse_late(1)
         return
     try:
-        side.log(values, step)  # type: ignore[arg-type]
-    except (TypeError, ValueError):
+        try:
+            row = clean_metrics(values)
+        except RecordError as exc:
+            if state.on_error == RAISE:
+                raise
+            state.count_invalid(1)
+            state.report(f"a metrics row was not logged: {exc}")
+            return
+        side.log(row, step)  # type: ignore[arg-type]
+    except RecordError:
         raise
     except Exception as exc:  # nothing the SDK does is fatal to the producer
         state.report(f"could not log a metrics row: {type(exc).__name__}: {exc}", exc)
+    finally:
+        state.gate.leave()
 
 
 def logged_any(state: RunState | None) -> bool:

@@ -184,8 +184,9 @@ class Run:
     def log_metrics(self, values: Mapping[str, Any], *, step: int | None = None) -> None:
         """Log one step's metrics of a training run: one row on the platform per call,
         sent off this thread and journaled first. ``step`` becomes ``values["step"]``
-        unless set; every row gets a ``_timestamp``; non-finite numbers are dropped. An
-        eval run accepts and ignores it. See ``docs/training.md``."""
+        unless set; every row gets a ``_timestamp``; non-finite numbers are dropped. Bad
+        values are handled as bad records are. An eval run accepts and ignores it. See
+        ``docs/training.md``."""
         _training.log_metrics(self._state, values, step)
 
     def _log(self, records: object) -> None:
