@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 import prime_runs as pr
-from prime_runs import _training_metrics
+import prime_runs._delivery.metrics as _training_metrics
 
 SPEC = pr.TrainingSpec(max_steps=4, batch_size=8, rollouts_per_example=4)
 

@@ -8,16 +8,16 @@ batch for a resend.
 
 from __future__ import annotations
 
-from ..errors import (
+from prime_runs._records.item import Deadline, Item, Outcome, as_deadline
+from prime_runs.errors import (
     APIError,
     ConflictError,
     RetryableAPIError,
     TransportError,
     ValidationRejectedError,
 )
-from ..platform._http import is_ambiguous
-from ..platform.training import TrainingPlatform
-from ._base import Deadline, Item, Outcome, as_deadline
+from prime_runs.platform._http import is_ambiguous
+from prime_runs.platform.training import TrainingPlatform
 
 SINK_NAME = "train_metrics"
 

@@ -24,19 +24,19 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime, timezone
 from typing import Any
 
-from .. import _records
-from .._json import decode_record
-from ..errors import (
+import prime_runs._records.access as _records
+from prime_runs._records.item import Deadline, Item, Outcome, as_deadline
+from prime_runs._records.jsonio import decode_record
+from prime_runs.errors import (
     APIError,
     ConflictError,
     RetryableAPIError,
     TransportError,
     ValidationRejectedError,
 )
-from ..platform._http import is_ambiguous
-from ..platform.training import TrainingPlatform
-from ..projection import build_samples
-from ._base import Deadline, Item, Outcome, as_deadline
+from prime_runs.platform._http import is_ambiguous
+from prime_runs.platform.training import TrainingPlatform
+from prime_runs.projection import build_samples
 
 SINK_NAME = "train_samples"
 STEP_INTERVAL = 10

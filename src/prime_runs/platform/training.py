@@ -23,11 +23,11 @@ from urllib.parse import urlsplit, urlunsplit
 
 import httpx
 
-from .._otel_private import suppress_instrumentation
-from ..errors import APIError, ConfigurationError, ConflictError, TransportError
-from ..settings import Settings
-from ..status import RunStatus
-from ._http import Deadline, PlatformClient, backoff
+from prime_runs._otel_private import suppress_instrumentation
+from prime_runs.errors import APIError, ConfigurationError, ConflictError, TransportError
+from prime_runs.platform._http import Deadline, PlatformClient, backoff
+from prime_runs.settings import Settings
+from prime_runs.status import RunStatus
 
 logger = logging.getLogger("prime_runs")
 

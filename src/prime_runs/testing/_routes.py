@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from urllib.parse import unquote
 
-from ._training_routes import TRAINING_ROUTES, match_training
+from prime_runs.testing._training_routes import TRAINING_ROUTES, match_training
 
 #: Route name -> (method, path template). Names are the public vocabulary of
 #: ``fail()``, ``stall()``, ``outage()`` and ``requests_for()``.

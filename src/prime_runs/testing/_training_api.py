@@ -10,9 +10,9 @@ from __future__ import annotations
 import secrets
 from typing import Any
 
-from ._reply import Call, Reply, Settings, detail
-from ._state import State, utc_now
-from ._validate import Invalid, body_object, check_fields
+from prime_runs.testing._reply import Call, Reply, Settings, detail
+from prime_runs.testing._state import State, utc_now
+from prime_runs.testing._validate import Invalid, body_object, check_fields
 
 TRAIN_STATUSES = ("completed", "failed")
 PARQUET_MAGIC = b"PAR1"

@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from ._reply import Settings
-from ._state import State
-from ._training_api import new_run
+from prime_runs.testing._reply import Settings
+from prime_runs.testing._state import State
+from prime_runs.testing._training_api import new_run
 
 
 class TrainingStandIn:

@@ -1,0 +1,119 @@
+"""Closing a synced run on the platform with the status and summary its archive recorded.
+
+``completed`` is finalized; ``failed`` and ``cancelled`` are closed out with their error; a
+run whose process died without finishing, or whose status.json cannot be used, is closed as
+``crashed``. A run without a recorded summary gets one computed from its readable records.
+A run the platform already closed is only marked closed locally.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from prime_runs._journal.archive import RunArchive
+from prime_runs._journal.runinfo import EPISODE_KIND, TRACES, RunInfo
+from prime_runs._records.jsonio import sanitize_nonfinite
+from prime_runs._records.lines import parse_record
+from prime_runs.errors import PrimeRunsError, SyncError, describe
+from prime_runs.metrics import SummaryAccumulator
+from prime_runs.platform import evaluations
+from prime_runs.platform._http import PlatformClient
+from prime_runs.platform.lifecycle import OnlineLifecycle, Registration
+from prime_runs.settings import Settings
+from prime_runs.status import RunStatus
+
+CLOSE_TIMEOUT = 120.0
+
+
+def close_run(
+    info: RunInfo,
+    description: dict[str, Any],
+    settings: Settings,
+    client: PlatformClient,
+    eval_id: str,
+    url: object,
+) -> str:
+    """Close ``eval_id`` as the run's archive says it ended; returns how, in words.
+    Raises ``SyncError`` when the platform cannot be told."""
+    archive = info.archive
+    doc = dict(info.status_doc)
+    status, reason = _outcome(info, doc)
+    summary = doc.get("summary") if isinstance(doc.get("summary"), dict) else None
+    if summary is None:
+        summary = summary_from_records(archive)
+    metrics = dict(sanitize_nonfinite(summary))
+    extra = metrics.get("prime_runs")
+    extra = dict(extra) if isinstance(extra, dict) else {}
+    extra["traces_episodes_written"] = episodes_written(archive)
+    metrics["prime_runs"] = extra
+    deadline = time.monotonic() + CLOSE_TIMEOUT
+    try:
+        current = evaluations.get(client, eval_id, deadline=deadline)
+        already = str(current.get("status") or "").upper() not in evaluations.OPEN_STATUSES
+        if not already:
+            config = description.get("config")
+            OnlineLifecycle(settings, client=client).close(
+                Registration(
+                    eval_id,
+                    str(description.get("name") or eval_id),
+                    url if isinstance(url, str) else None,
+                ),
+                status=status,
+                summary=metrics,
+                reason=reason,
+                config=dict(config) if isinstance(config, dict) else {},
+                attached=bool(description.get("attached")),
+                deadline=deadline,
+            )
+    except (PrimeRunsError, ValueError) as exc:
+        raise SyncError(f"uploads done, but closing the run failed: {describe(exc)}") from exc
+    doc.update(
+        status=status.value,
+        error=reason,
+        summary=summary,
+        closed=True,
+        finished_at=doc.get("finished_at") or time.time(),
+        synced_at=time.time(),
+    )
+    archive.write_status(doc)
+    if already:
+        return f"already closed on the platform ({current.get('status')})"
+    return "finalized" if status is RunStatus.COMPLETED else f"closed as {status.value}"
+
+
+def _outcome(info: RunInfo, doc: dict[str, Any]) -> tuple[RunStatus, str | None]:
+    status = RunStatus.coerce(doc.get("status") or RunStatus.CRASHED.value)
+    reason = doc.get("error") if isinstance(doc.get("error"), str) else None
+    if info.status_problem:  # how it ended is unknown; its process is gone
+        return RunStatus.CRASHED, f"{info.status_problem}; closed by prime-runs sync as crashed"
+    if status is RunStatus.RUNNING:  # the owner died without finishing
+        return (
+            RunStatus.CRASHED,
+            f"the process (pid {doc.get('pid')}) exited without finishing the run",
+        )
+    return status, reason
+
+
+def summary_from_records(archive: RunArchive) -> dict[str, Any]:
+    """The summary over the records that can be read; a bad one is left out (the upload
+    rejected and reported it), never fatal."""
+    summary = SummaryAccumulator()
+    for _key, _kind, data in archive.iter_records():
+        record, _problem = parse_record(data)
+        if record is None:
+            continue
+        try:
+            summary.add(record)
+        except (ArithmeticError, ValueError, TypeError, AttributeError, KeyError):
+            continue  # malformed inside (rewards not a mapping, ...): not summarized
+    try:
+        return dict(summary.result())
+    except ArithmeticError:  # a sum that overflowed: better no summary than no close
+        return {}
+
+
+def episodes_written(archive: RunArchive) -> int:
+    """Episodes Prime Traces acknowledged, counted from the archive's acks."""
+    stored = archive.acknowledged().get(TRACES, set())
+    return sum(1 for key in stored if key.segment.startswith(EPISODE_KIND + "-"))
