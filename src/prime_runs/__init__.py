@@ -41,6 +41,7 @@ if TYPE_CHECKING:
         ValidationRejectedError,
     )
     from prime_runs.platform.environments import EnvironmentRef
+    from prime_runs.platform.training import RunKind, TrainingSpec
     from prime_runs.processor import RunProcessor
     from prime_runs.run import Run
     from prime_runs.sampling import sampler
@@ -61,6 +62,8 @@ _SOURCES: dict[str, str] = {
     "log_episodes": ".api",
     "log_traces": ".api",
     "EnvironmentRef": ".platform.environments",
+    "RunKind": ".platform.training",
+    "TrainingSpec": ".platform.training",
     "RunProcessor": ".processor",
     "Run": ".run",
     "sampler": ".sampling",
@@ -107,9 +110,11 @@ __all__ = [
     "RetryableAPIError",
     "Run",
     "RunFinishedError",
+    "RunKind",
     "RunProcessor",
     "RunStatus",
     "SyncError",
+    "TrainingSpec",
     "TransportError",
     "UnauthorizedError",
     "ValidationRejectedError",

@@ -7,7 +7,7 @@ import os
 import threading
 import weakref
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from opentelemetry import context as otel_context
 from opentelemetry import trace
@@ -21,12 +21,18 @@ from prime_runs._runs.argcheck import check_arguments
 from prime_runs._runs.join import context_to_join, shared_join
 from prime_runs._runs.opening import RunOptions, check_on_error, open_state
 from prime_runs._runs.state import RAISE, RunState
+from prime_runs._runs.training import check_kind
+from prime_runs._runs.training_open import open_training
+from prime_runs._runs.training_spans import StepProcessor
 from prime_runs._version import __version__
 from prime_runs.errors import AmbiguousRunError, ConfigurationError, RunFinishedError
 from prime_runs.processor import STATE_KEY, RunProcessor
 from prime_runs.run import Run
 from prime_runs.sampling import check_provider, sampler, sdk_disabled, untracked_reason, warn_once
 from prime_runs.settings import DISABLED
+
+if TYPE_CHECKING:
+    from prime_runs.platform.training import TrainingSpec
 
 _lock = threading.Lock()
 _processors: weakref.WeakKeyDictionary[TracerProvider, RunProcessor] = weakref.WeakKeyDictionary()
@@ -80,6 +86,8 @@ def configure_exporter(
         "description",
         "tags",
         "id",
+        "kind",
+        "training",
     }
     unknown = set(settings) - allowed
     if unknown:
@@ -115,6 +123,7 @@ def _add_processor(provider: TracerProvider, settings: dict[str, Any]) -> RunPro
         if processor is None:
             processor = RunProcessor(**settings)
             provider.add_span_processor(processor)
+            provider.add_span_processor(StepProcessor())  # training metrics as spans
             _processors[provider] = processor
     _exit.register_exit_hook()
     from prime_runs.genai_logs import attach  # the logs SDK loads only here, not at import
@@ -145,6 +154,8 @@ def init(
     journal: bool = True,
     handle_signals: bool = False,
     join: Mapping[str, str] | bool | None = None,
+    kind: str = "eval",
+    training: TrainingSpec | None = None,
 ) -> Run:
     """Start a run and return its handle.
 
@@ -153,12 +164,14 @@ def init(
     ``./prime-runs``); ``mode="disabled"`` does nothing at all. A process whose
     context or environment carries a run (``run.context()``) joins it instead of
     creating another; pass ``join=False`` to never join, or a carrier to join it.
-    See ``docs/concepts.md``.
+    See ``docs/concepts.md``. ``kind="train"`` with ``training=TrainingSpec(...)`` and a
+    team registers a training run (``docs/training.md``).
     """
     # First statement: locals() is exactly the call's arguments here.
     arguments = dict(locals())
     check_arguments(arguments)
     check_on_error(on_error)
+    check_kind(kind, training)
     opts = _options(arguments)
     if join is not False and id is None and mode != DISABLED:
         ctx = context_to_join(join if isinstance(join, Mapping) else None)
@@ -166,9 +179,11 @@ def init(
             return _join(ctx, opts, tracer_provider, handle_signals)
     provider = _sdk_provider(tracer_provider)  # checked before anything is created
     opts = dataclasses.replace(opts, resource=from_resource(provider.resource))
-    state = open_state(opts)
+    state = open_training(opts) if kind == "train" else open_state(opts)
     if state is None:
-        return Run(None, span=trace.INVALID_SPAN, tracer=None, mode=DISABLED, name=name)
+        disabled = Run(None, span=trace.INVALID_SPAN, tracer=None, mode=DISABLED, name=name)
+        disabled._kind = kind
+        return disabled
     _add_processor(provider, {})
     tracer = provider.get_tracer("prime_runs", __version__)
     span = _run_span(tracer, state)

@@ -13,6 +13,7 @@ from opentelemetry import trace
 import prime_runs._records.access as _records
 import prime_runs._runs.closeouts as _closeouts
 import prime_runs._runs.exithooks as _exit
+import prime_runs._runs.training as _training
 from prime_runs import semconv
 from prime_runs._records.encode import EPISODE, encode
 from prime_runs._runs.closeouts import CRASH_REASON
@@ -65,6 +66,7 @@ class Run:
         # A disabled run's status; for a handle on a join that other handles of this process
         # still use, the status its own finish() gave (see _join.shared_join).
         self._status = RunStatus.RUNNING
+        self._kind = "eval"  # a disabled run's kind (init() sets it)
         self._tokens: list[object] = []
         if state is not None:
             _exit.track(self)
@@ -89,6 +91,11 @@ class Run:
     @property
     def mode(self) -> str:
         return self._state.identity.mode if self._state else self._mode
+
+    @property
+    def kind(self) -> str:
+        """``"eval"`` or ``"train"`` (``run.type`` on the records)."""
+        return self._state.identity.kind if self._state else self._kind
 
     @property
     def status(self) -> RunStatus:
@@ -178,6 +185,14 @@ class Run:
         """Log bare trace records (same forms as ``log_episodes``)."""
         self._log(traces)
 
+    def log_metrics(self, values: Mapping[str, Any], *, step: int | None = None) -> None:
+        """Log one step's metrics of a training run: one row on the platform per call,
+        sent off this thread and journaled first. ``step`` becomes ``values["step"]``
+        unless set; every row gets a ``_timestamp``; non-finite numbers are dropped. Bad
+        values are handled as bad records are. An eval run accepts and ignores it. See
+        ``docs/training.md``."""
+        _training.log_metrics(self._state, values, step)
+
     def _log(self, records: object) -> None:
         state = self._state
         if state is None:
@@ -265,6 +280,7 @@ class Run:
         if self._state is None:
             return True
         done = self._state.flush(seconds)
+        done = _training.flush(self._state, seconds) and done  # a training run's metrics
         self._state.raise_pending()
         return done
 
@@ -311,7 +327,8 @@ class Run:
         if not state.finish(status, dict(summary) if summary else None, reason, seconds):
             _warn_ignored_finish(state.run_id, status, reason, summary)
             return
-        warn_if_empty(state)
+        if not _training.logged_any(state):  # metrics rows are what a training run logs
+            warn_if_empty(state)
         _exit.untrack(self)
         self._end_span(status, reason)
         state.raise_pending()

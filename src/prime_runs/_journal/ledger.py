@@ -95,7 +95,7 @@ class Ledger:
         size = len(item.data)
         with self._cond:
             hold = len(self._held) < limit and self._held_bytes + size <= max_bytes
-            if not hold and item.key is None:
+            if not hold and not isinstance(item.key, RecordKey):
                 return None
             ref = self._next
             self._next += 1
@@ -105,7 +105,7 @@ class Ledger:
                 self._held[ref] = dataclasses.replace(item, mapping=mapping, ref=ref)
                 self._lite.append(_NONE)
             else:
-                assert item.key is not None
+                assert isinstance(item.key, RecordKey)
                 self._lite.append(self._pack(item.key, item.exact))
             self._sizes.append(min(size, _MAX_SIZE))
             for sink in self._sinks:

@@ -57,6 +57,9 @@ class RunOptions:
     # The run's OpenTelemetry Resource, as upload provenance (``_provenance``).
     resource: Mapping[str, str] = field(default_factory=dict)
     from_span: bool = False  # a raw `run` span, not init(): hints name span attributes
+    # A training run (kind="train", training=TrainingSpec) opens in _training_open.
+    kind: str = "eval"
+    training: object = None
 
 
 def _environments_hint(opts: RunOptions) -> str:

@@ -153,6 +153,12 @@ class _Syncer:
                 "run.json cannot be read (not JSON, or not a JSON object): nothing says what "
                 "this run is; restore it to sync the run"
             )
+        if self.desc.get("kind") == "train":
+            # Not an evaluation: registering or closing it as one would be wrong.
+            raise SyncError(
+                "a training run: `prime-runs sync` does not deliver training runs yet (its "
+                "records and metrics rows stay in this folder's journal)"
+            )
         if info.joined and info.mode != "online":
             raise SyncError(
                 "joined part of an offline run owned by another process; sync the owner's "

@@ -18,6 +18,8 @@ from prime_runs.testing._reply import Call, Reply, Settings, detail, traces_erro
 from prime_runs.testing._routes import TRACES_ROUTES, UNKNOWN, match
 from prime_runs.testing._state import State
 from prime_runs.testing._traces_api import TracesApi
+from prime_runs.testing._training_api import TrainingApi
+from prime_runs.testing._training_routes import INTERNAL_ROUTES, OBJECT_ROUTE
 from prime_runs.testing._validate import Invalid
 
 #: Default error codes for injected traces failures when ``fail(code=None)``.
@@ -48,6 +50,7 @@ class Dispatcher:
         self._stopping = stopping
         platform = PlatformApi(state, settings)
         traces = TracesApi(state, settings)
+        training = TrainingApi(state, settings)
         self._handlers: dict[str, Callable[[Call], Reply]] = {
             "env_resolve": platform.env_resolve,
             "env_lookup": platform.env_lookup,
@@ -61,7 +64,14 @@ class Dispatcher:
             "traces_upload": traces.upload,
             "traces_get": traces.get_trace,
             "episodes_get": traces.get_episode,
+            "rft_register": training.register,
+            "rft_status": training.status,
+            "object_put": training.object_put,
         }
+        for monitoring in ("metrics", "presign", "confirm", "finalize"):
+            handler = getattr(training, monitoring)
+            self._handlers[f"rft_{monitoring}"] = handler
+            self._handlers[f"internal_rft_{monitoring}"] = handler
 
     def handle(
         self, method: str, raw_path: str, headers: dict[str, str], body: bytes
@@ -120,8 +130,15 @@ class Dispatcher:
         if call.route == UNKNOWN:
             return detail(405, "Method Not Allowed") if wrong_method else detail(404, "Not Found")
         is_traces = call.route in TRACES_ROUTES
+        if call.route == OBJECT_ROUTE:  # a presigned URL authenticates itself
+            return self._handlers[call.route](call)
         expected = f"Bearer {self._settings.api_key}"
         given = call.headers.get("authorization", "")
+        if call.route in INTERNAL_ROUTES:
+            # The internal router reads a hosted run's token from x-api-key.
+            token = call.headers.get("x-api-key", "").encode()
+            if not hmac.compare_digest(token, self._settings.api_key.encode()):
+                return detail(401, "Invalid or missing x-api-key")
         if not hmac.compare_digest(given.encode(), expected.encode()):
             if is_traces:
                 return traces_error(401, "unauthenticated", "invalid or missing credentials")

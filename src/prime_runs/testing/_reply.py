@@ -22,6 +22,8 @@ class Settings:
     check_time_window: bool = False
     keep_documents: bool = True
     base_url: str = ""
+    # Teams allowed to register training runs (None: every team); others get 403.
+    train_teams: frozenset[str] | None = None
 
 
 @dataclass

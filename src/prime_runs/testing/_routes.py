@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from urllib.parse import unquote
 
+from prime_runs.testing._training_routes import TRAINING_ROUTES, match_training
+
 #: Route name -> (method, path template). Names are the public vocabulary of
 #: ``fail()``, ``stall()``, ``outage()`` and ``requests_for()``.
 ROUTES: dict[str, tuple[str, str]] = {
@@ -20,6 +22,7 @@ ROUTES: dict[str, tuple[str, str]] = {
     "traces_upload": ("POST", "/api/v1/traces"),
     "traces_get": ("GET", "/api/v1/traces/{id}"),
     "episodes_get": ("GET", "/api/v1/episodes/{id}"),
+    **TRAINING_ROUTES,
 }
 
 #: Routes served with the Prime Traces error envelope instead of FastAPI's ``detail``.
@@ -50,10 +53,12 @@ def check_route(route: str) -> str:
 
 def match(method: str, path: str) -> Match:
     """Match a request path (without query) to a route name."""
-    if not path.startswith(_PREFIX):
-        return Match(UNKNOWN, {})
-    segments = [unquote(s) for s in path[len(_PREFIX) :].rstrip("/").split("/")]
-    by_method = _match_segments(segments)
+    by_method = match_training(path)
+    if by_method is None:
+        if not path.startswith(_PREFIX):
+            return Match(UNKNOWN, {})
+        segments = [unquote(s) for s in path[len(_PREFIX) :].rstrip("/").split("/")]
+        by_method = _match_segments(segments)
     if not by_method:
         return Match(UNKNOWN, {})
     if method in by_method:

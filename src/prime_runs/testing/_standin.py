@@ -14,9 +14,10 @@ from prime_runs.testing._reply import TRACES_MODES, VARIANTS, Settings
 from prime_runs.testing._routes import check_route
 from prime_runs.testing._server import Server
 from prime_runs.testing._state import Rejection, State, utc_now
+from prime_runs.testing._training_standin import TrainingStandIn
 
 
-class StandInPlatform:
+class StandInPlatform(TrainingStandIn):
     """A real HTTP server on loopback that plays the Prime platform API and Prime Traces.
 
     One base URL serves both ``/api/v1/...`` platform routes and ``/api/v1/traces``.
@@ -34,6 +35,11 @@ class StandInPlatform:
 
     ``stop()`` followed by ``start()`` rebinds the same port and keeps all stored state,
     which simulates a platform restart.
+
+    Training runs (contract Appendix A) are played too: register, metrics, presign with
+    a loopback object store, confirm, finalize and status under ``/api/v1/rft``, and the
+    monitoring calls under the internal root ``/api/internal/rft`` (see
+    ``TrainingStandIn`` and docs/training.md).
     """
 
     def __init__(

@@ -61,6 +61,13 @@ class State:
     rejections: dict[str, Rejection] = field(default_factory=dict)
     errors: list[str] = field(default_factory=list)
     eval_counter: int = 0
+    # Training runs (contract Appendix A); see _training_api.
+    train_runs: dict[str, dict[str, Any]] = field(default_factory=dict)
+    train_metrics: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    presigned: dict[str, dict[str, Any]] = field(default_factory=dict)
+    objects: dict[str, bytes] = field(default_factory=dict)
+    train_samples: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    train_counter: int = 0
 
     def clear(self) -> None:
         """Forget everything stored (requests, data, hooks, counters)."""

@@ -1,0 +1,221 @@
+"""Training runs: ``init(kind="train", training=TrainingSpec(...))`` and ``log_metrics``.
+
+A training run is a ``run`` span like an eval run. What differs is its backend (register
+with ``POST /rft/external-runs`` or attach to a launcher's run with ``id=``; close with
+``POST /rft/finalize`` or a status ``PUT``, ``platform/training.py``) and one more thing
+it delivers: metrics rows, one per ``log_metrics`` call (``_training_metrics``). Its
+records still go to Prime Traces, stamped ``run.type = "train"``; a producer's
+``run.work`` (the step an episode was dispatched at) is kept unchanged.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+import threading
+import time
+import weakref
+from collections.abc import Mapping
+from typing import Any
+
+from prime_runs._delivery.delivery import Delivery
+from prime_runs._delivery.metrics import DELIVERY_SUFFIX, KIND, MetricsJournal, PausingChannel
+from prime_runs._journal.archive import RunArchive
+from prime_runs._records.item import Item, Outcome
+from prime_runs._records.jsonio import encode_json
+from prime_runs._runs.state import RAISE, RunState
+from prime_runs.errors import ConfigurationError, RecordError, RunFinishedError
+from prime_runs.exporters.metrics import SINK_NAME, MetricsSink
+from prime_runs.platform.training import RUN_KINDS, TRAIN, TrainingPlatform, TrainingSpec
+
+logger = logging.getLogger("prime_runs")
+
+
+def check_kind(kind: object, training: object) -> None:
+    """``kind=`` and ``training=`` of ``init()``: ConfigurationError before anything."""
+    if not isinstance(kind, str) or kind not in RUN_KINDS:
+        raise ConfigurationError(f"kind={kind!r} is not valid; use 'eval' or 'train'")
+    if training is not None and not isinstance(training, TrainingSpec):
+        raise ConfigurationError(
+            f"training= must be a prime_runs.TrainingSpec, got {type(training).__name__}"
+        )
+    if training is not None and kind != TRAIN:
+        raise ConfigurationError("training= describes a training run: pass kind='train' too")
+
+
+class TrainingSide:
+    """A training run's metrics: journal, delivery, the step last logged. Thread-safe."""
+
+    def __init__(
+        self, state: RunState, platform: TrainingPlatform | None, archive: RunArchive | None
+    ) -> None:
+        self._state = state
+        self.run_id = state.run_id
+        self.journal = MetricsJournal(archive) if archive is not None else None
+        self.delivery = Delivery(
+            state.run_id + DELIVERY_SUFFIX,
+            None,
+            on_outcome=self._settled,
+            on_late=self._late,
+            channel_type=PausingChannel,
+        )
+        if platform is not None:
+            self.delivery.attach([MetricsSink(platform, state.run_id, owns_client=False)])
+        self.last_step: int | None = None
+        self.logged = 0  # rows logged by this process
+        self._lock = threading.Lock()
+        _sides.add(self)
+
+    def log(self, row: dict[str, Any], step: int | None) -> None:
+        """Send ``row`` (from ``clean_metrics``) as the metrics of ``step``."""
+        if step is not None:
+            row.setdefault("step", step)
+            self.last_step = step
+        row.setdefault("_timestamp", time.time())
+        body = encode_json({"run_id": self.run_id, "metrics": row})
+        seq = None
+        if self.journal is not None:
+            try:
+                seq = self.journal.append(body)
+            except OSError as exc:  # never fatal: the row still goes to the platform
+                self._state.report(f"could not journal a metrics row: {exc}")
+        with self._lock:
+            self.logged += 1
+        if self.delivery.channels:
+            label = f"metrics row (step {step})"
+            if not self.delivery.hand(Item(KIND, body, seq, None, label)):  # type: ignore[arg-type]
+                self._state.counters.count_sink("failed", SINK_NAME, 1)
+
+    def _settled(self, channel: Any, outcome: Outcome) -> None:
+        self._state.counters.count_outcome(SINK_NAME, outcome)
+        if self.journal is not None:
+            self.journal.ack([i.key for i in outcome.acked if isinstance(i.key, int)])
+        for item, reason in outcome.rejected:
+            self._state.report(f"{SINK_NAME}: {item.record_id} was not stored: {reason}")
+        if outcome.retire is not None:
+            self._state.report(f"{SINK_NAME}: sink stopped for this run: {outcome.retire}")
+
+    def _late(self, channel: Any, outcome: Outcome) -> None:
+        if self.journal is not None:
+            self.journal.ack([i.key for i in outcome.acked if isinstance(i.key, int)])
+
+    def drain(self, until: float) -> bool:
+        self.delivery.drain(until)
+        return not self.delivery.pending()
+
+    def finish(self, until: float) -> None:
+        """Deliver what is left until ``until``, then stop; count what was never sent."""
+        self.delivery.stop_by(until)
+        self.drain(until)
+        for sink, left in self.delivery.close().items():
+            self._state.counters.count_sink("failed", sink, left)
+            self._state.report(
+                f"{sink}: {left} metrics rows were not sent before the finish deadline; "
+                "they are in the run's metrics journal",
+                warn=False,
+            )
+        if self.journal is not None:
+            self.journal.close()
+
+    def after_fork(self) -> None:
+        if self.journal is not None:
+            self.journal.after_fork()
+        self.delivery.after_fork()
+
+
+_DROP = object()
+
+
+def _finite(value: Any) -> Any:
+    """``value`` without NaN/infinity anywhere inside (strict JSON has none; 0.1.4 drops
+    them too), scalars of array libraries as plain numbers, or ``_DROP``."""
+    item = getattr(value, "item", None)
+    if callable(item) and not isinstance(value, (str, bytes, Mapping, list, tuple)):
+        try:
+            value = item()  # numpy and torch scalars
+        except (TypeError, ValueError, RuntimeError):
+            pass  # not a scalar: encoding says what is wrong with it
+    if isinstance(value, float) and not math.isfinite(value):
+        return _DROP
+    if isinstance(value, Mapping):
+        kept = {k: _finite(v) for k, v in value.items()}
+        return {k: v for k, v in kept.items() if v is not _DROP}
+    if isinstance(value, (list, tuple)):
+        return [v for v in (_finite(v) for v in value) if v is not _DROP]
+    return value
+
+
+def clean_metrics(values: object) -> dict[str, Any]:
+    """A copy of ``values`` ready to send; ``RecordError`` for what is no metrics row."""
+    if not isinstance(values, Mapping):
+        raise RecordError(f"metrics must be a mapping, not {type(values).__name__}")
+    bad = [k for k in values if not isinstance(k, str)]
+    if bad:
+        raise RecordError(f"metric names must be strings, got {type(bad[0]).__name__}")
+    row = _finite(values)
+    try:
+        encode_json(row)
+    except (TypeError, ValueError) as exc:
+        raise RecordError(f"metrics are not JSON: {exc}") from None
+    return dict(row)
+
+
+def side_of(state: RunState | None) -> TrainingSide | None:
+    side = getattr(state, "training", None)
+    return side if isinstance(side, TrainingSide) else None
+
+
+def log_metrics(state: RunState | None, values: object, step: object) -> None:
+    """``Run.log_metrics``. A bad ``step`` raises ``ValueError``; bad ``values`` and late
+    calls are handled as ``log_episodes`` handles bad or late records: raised under
+    ``on_error="raise"``, otherwise counted and reported. Nothing else raises."""
+    if step is not None and (not isinstance(step, int) or isinstance(step, bool) or step < 0):
+        raise ValueError(f"step must be an int >= 0 or None, got {step!r}")
+    side = side_of(state)
+    if state is None or side is None:  # disabled or eval runs accept and ignore it
+        return
+    if not state.gate.enter():  # finish() waits for calls in flight, then refuses more
+        if state.on_error == RAISE:
+            raise RunFinishedError(f"run {state.run_id} has finished; log metrics before finish()")
+        state.refuse_late(1)
+        return
+    try:
+        try:
+            row = clean_metrics(values)
+        except RecordError as exc:
+            if state.on_error == RAISE:
+                raise
+            state.count_invalid(1)
+            state.report(f"a metrics row was not logged: {exc}")
+            return
+        side.log(row, step)  # type: ignore[arg-type]
+    except RecordError:
+        raise
+    except Exception as exc:  # nothing the SDK does is fatal to the producer
+        state.report(f"could not log a metrics row: {type(exc).__name__}: {exc}", exc)
+    finally:
+        state.gate.leave()
+
+
+def logged_any(state: RunState | None) -> bool:
+    side = side_of(state)
+    return side is not None and side.logged > 0
+
+
+def flush(state: RunState | None, seconds: float) -> bool:
+    side = side_of(state)
+    return True if side is None else side.drain(time.monotonic() + seconds)
+
+
+# Forked children write metrics journals of their own (see MetricsJournal.after_fork).
+_sides: weakref.WeakSet[TrainingSide] = weakref.WeakSet()
+
+
+def _after_fork() -> None:
+    for side in list(_sides):
+        side.after_fork()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork)

@@ -1,0 +1,273 @@
+"""The training sample table: step-keyed Parquet objects through presign, PUT, confirm.
+
+Every ``STEP_INTERVAL``-th step (prime-rl's cadence), a batch's episodes of that step
+become one Parquet object: ``POST /rft/samples/presign``, ``PUT`` to the presigned URL,
+``POST /rft/samples/confirm`` (contract Appendix A). The step is the one the episode was
+*dispatched* at, read from its ``run.work.step`` (``run.type`` and ``work.type`` both
+``train``); other records have no row here and reach Prime Traces only (skipped, not a
+loss). Objects are additive per step: each upload has its own key and numbers its
+``sample_id`` in a range of its own (``range * 2**32 + row``), so a step logged over
+several batches becomes several objects and no two rows share an id.
+
+After a transient failure the channel hands back the very same items: the sink resends
+the same object to the same key (or only the confirm, when the upload landed), so a
+replay never stores a step's rows twice. Needs pyarrow (``prime-runs[train]``).
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import secrets
+from collections.abc import Mapping, Sequence
+from datetime import datetime, timezone
+from typing import Any
+
+import prime_runs._records.access as _records
+from prime_runs._records.item import Deadline, Item, Outcome, as_deadline
+from prime_runs._records.jsonio import decode_record
+from prime_runs.errors import (
+    APIError,
+    ConflictError,
+    RetryableAPIError,
+    TransportError,
+    ValidationRejectedError,
+)
+from prime_runs.platform._http import is_ambiguous
+from prime_runs.platform.training import TrainingPlatform
+from prime_runs.projection import build_samples
+
+SINK_NAME = "train_samples"
+STEP_INTERVAL = 10
+SAMPLE_ID_STRIDE = 1 << 32
+SAMPLE_ID_RANGES = 1 << 21  # ids stay below 2**53 for the viewer
+
+
+def parquet_available() -> bool:
+    try:
+        import pyarrow.parquet  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def dispatch_step(record: Mapping[str, Any]) -> int | None:
+    """The step a training episode was dispatched at (``run.work.step`` of ``train``
+    work), else None. Every record of a training run is stamped ``run.type = "train"``,
+    so the work's type is what tells training work apart."""
+    run = record.get("run")
+    work = run.get("work") if isinstance(run, Mapping) else None
+    if not isinstance(work, Mapping) or work.get("type") != "train":
+        return None
+    step = work.get("step")
+    return step if isinstance(step, int) and not isinstance(step, bool) and step >= 0 else None
+
+
+def _schema() -> Any:
+    import pyarrow as pa
+
+    text, number, integer = pa.string(), pa.float64(), pa.int64()
+    return pa.schema(
+        [
+            ("run_id", text),
+            ("step", integer),
+            ("tag", text),
+            ("problem_id", integer),
+            ("sample_id", integer),
+            ("prompt", text),
+            ("completion", text),
+            ("trajectory", text),
+            ("answer", text),
+            ("env_name", text),
+            ("task", text),
+            ("info", text),
+            ("reward", number),
+            ("advantage", number),
+            ("metrics", text),
+            ("timing", text),
+            ("num_input_tokens", integer),
+            ("num_output_tokens", integer),
+            ("created_at", pa.timestamp("us", tz="UTC")),
+        ]
+    )
+
+
+def _text(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str)
+
+
+def _episode_facts(episode: Mapping[str, Any]) -> tuple[Any, str]:
+    """(advantage, environment name) of an episode, from its summary trace and env."""
+    traces = episode.get("traces") or []
+    summary = traces[_records.summary_trace_index(traces)] if traces else {}
+    info = summary.get("info") if isinstance(summary, Mapping) else None
+    advantage = info.get("advantage") if isinstance(info, Mapping) else None
+    env = episode.get("env")
+    return advantage, str(env.get("id") or "") if isinstance(env, Mapping) else ""
+
+
+def encode_step(
+    episodes: Sequence[Mapping[str, Any]], run_id: str, step: int, first_id: int
+) -> bytes | None:
+    """One step's episodes as a Parquet table, one row per sample with a trajectory,
+    ``sample_id`` from ``first_id``; None when no row has a trajectory."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    facts = {e.get("id"): _episode_facts(e) for e in episodes}
+    now = datetime.now(timezone.utc)
+    rows: list[dict[str, Any]] = []
+    for sample in build_samples(list(episodes)):
+        trajectory = sample.get("trajectory") or []
+        if not trajectory:
+            continue
+        advantage, env_name = facts.get(sample.get("episode_id"), (None, ""))
+        sample_id = first_id + len(rows)
+        example = sample.get("example_id")
+        rows.append(
+            {
+                "run_id": run_id,
+                "step": step,
+                "tag": "",
+                "problem_id": example if isinstance(example, int) else sample_id,
+                "sample_id": sample_id,
+                "prompt": "",
+                "completion": _text(sample.get("completion")),
+                "trajectory": _text([{**b, "advantage": advantage} for b in trajectory]),
+                "answer": "",
+                "env_name": env_name,
+                "task": _text(sample.get("task")),
+                "info": _text(sample.get("info")),
+                "reward": sample.get("reward"),
+                "advantage": advantage if isinstance(advantage, (int, float)) else None,
+                "metrics": _text(sample.get("metrics")),
+                "timing": _text(sample.get("timing")),
+                "num_input_tokens": trajectory[-1].get("num_input_tokens"),
+                "num_output_tokens": trajectory[-1].get("num_output_tokens"),
+                "created_at": now,
+            }
+        )
+    if not rows:
+        return None
+    buffer = io.BytesIO()
+    pq.write_table(pa.Table.from_pylist(rows, schema=_schema()), buffer, compression="snappy")
+    return buffer.getvalue()
+
+
+class _Upload:
+    """One step's object of one batch, kept across resends of the same items."""
+
+    def __init__(self, payload: bytes) -> None:
+        self.payload = payload
+        self.url: str | None = None
+        self.key: str | None = None
+        self.uploaded = False
+
+
+class TrainSamplesSink:
+    """Uploads one training run's sample objects. Never raises from ``export``."""
+
+    name = SINK_NAME
+
+    def __init__(
+        self, platform: TrainingPlatform, run_id: str, *, interval: int = STEP_INTERVAL
+    ) -> None:
+        self._platform = platform
+        self._run_id = run_id
+        self._interval = interval
+        self._ranges: dict[int, int] = {}
+        self._pending: dict[tuple[int, ...], _Upload] = {}
+        self._pid = os.getpid()
+
+    def __repr__(self) -> str:
+        return f"TrainSamplesSink({self._run_id!r})"
+
+    def _groups(
+        self, items: list[Item], outcome: Outcome
+    ) -> list[tuple[int, list[Item], list[Any]]]:
+        by_step: dict[int, tuple[list[Item], list[Any]]] = {}
+        for item in items:
+            record = item.mapping
+            if item.kind == "episode" and record is None:
+                try:
+                    record = decode_record(item.data)
+                except ValueError as exc:
+                    outcome.rejected.append((item, f"not JSON: {exc}"))
+                    continue
+            step = dispatch_step(record) if isinstance(record, Mapping) else None
+            if item.kind != "episode" or step is None or step % self._interval:
+                outcome.skipped.append(item)  # no row in this table: not a loss
+                continue
+            found = by_step.setdefault(step, ([], []))
+            found[0].append(item)
+            found[1].append(record)
+        return [(step, *by_step[step]) for step in sorted(by_step)]
+
+    def _next_range(self, step: int) -> int:
+        if os.getpid() != self._pid:  # a forked child must not reuse the parent's ranges
+            half = SAMPLE_ID_RANGES // 2
+            return half + secrets.randbelow(half)
+        index = self._ranges.get(step, 0)
+        self._ranges[step] = index + 1
+        return index
+
+    def export(self, items: list[Item], deadline: float | Deadline) -> Outcome:
+        deadline = as_deadline(deadline)
+        outcome = Outcome()
+        groups = self._groups(items, outcome)
+        for index, (step, group, records) in enumerate(groups):
+            if deadline.expired():
+                outcome.retry.extend(i for g in groups[index:] for i in g[1])
+                outcome.retry_reason = "out of time"
+                return outcome
+            ident = tuple(i.ref if i.ref is not None else id(i) for i in group)
+            try:
+                self._send(ident, step, records, deadline)
+            except (ValidationRejectedError, ConflictError, ValueError, TypeError) as exc:
+                self._pending.pop(ident, None)
+                outcome.rejected.extend((i, f"sample object: {exc}") for i in group)
+                continue
+            except (RetryableAPIError, TransportError, APIError) as exc:
+                outcome.retry.extend(i for g in groups[index:] for i in g[1])
+                status = getattr(exc, "status_code", None)
+                permanent = not isinstance(exc, (RetryableAPIError, TransportError)) and (
+                    status is None or status < 500
+                )
+                if permanent:
+                    outcome.retire = f"{type(exc).__name__}: {exc}"
+                outcome.retry_reason = str(exc)
+                outcome.in_doubt = is_ambiguous(exc)
+                return outcome
+            self._pending.pop(ident, None)
+            outcome.acked.extend(group)
+        return outcome
+
+    def _send(self, ident: tuple[int, ...], step: int, records: list, deadline: Deadline) -> None:
+        upload = self._pending.get(ident)
+        if upload is None:
+            first = self._next_range(step) * SAMPLE_ID_STRIDE
+            payload = encode_step(records, self._run_id, step, first)
+            if payload is None:
+                return  # no sample with a trajectory: nothing to store
+            upload = self._pending[ident] = _Upload(payload)
+        if upload.key is None:
+            upload.url, upload.key = self._platform.presign(self._run_id, step, deadline)
+        if not upload.uploaded:
+            assert upload.url is not None
+            try:
+                self._platform.upload(upload.url, upload.payload, deadline.at)
+            except APIError as exc:
+                status = exc.status_code
+                if status is not None and status < 500 and status != 429:
+                    # Final for this object (the contract's "any other 4xx"): not the sink.
+                    raise ValueError(f"the object store refused it: {exc}") from None
+                raise
+            upload.uploaded = True
+        self._platform.confirm(self._run_id, step, upload.key, deadline)
+
+    def close(self) -> None:
+        self._pending.clear()
+
+    def after_fork(self) -> None:
+        self._pending = {}

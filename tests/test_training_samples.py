@@ -1,0 +1,104 @@
+"""The training sample table: Parquet objects per dispatch step through presign, PUT and
+confirm, against the stand-in's loopback object store (read back with pyarrow)."""
+
+from __future__ import annotations
+
+import copy
+import io
+
+import pyarrow.parquet as pq
+import pytest
+
+import prime_runs as pr
+from prime_runs.exporters import train_samples
+from prime_runs.platform import retry
+
+
+def at_step(episode: dict, step: int, n: int) -> dict:
+    record = copy.deepcopy(episode)
+    record["id"] = f"s{step}-{n}-{record['id']}"
+    for member in record["traces"]:
+        member["id"] = f"s{step}-{n}-{member['id']}"
+    record["run"] = {"name": "rl", "work": {"type": "train", "step": step}}
+    return record
+
+
+def train():
+    return pr.init(
+        kind="train",
+        model="Qwen/Qwen3-4B",
+        environments=["gsm8k"],
+        team_id="team-1",
+        training=pr.TrainingSpec(max_steps=20),
+    )
+
+
+def read(platform, key: str):
+    return pq.read_table(io.BytesIO(platform.object_bytes(key))).to_pylist()
+
+
+def test_objects_per_dispatch_step_on_the_cadence(prime_env, episodes):
+    run = train()
+    run.log_episodes([at_step(episodes[0], 0, 0), at_step(episodes[1], 0, 1)])
+    run.log_episodes([at_step(episodes[2], 10, 0), at_step(episodes[3], 5, 0)])
+    assert run.flush(30)
+    run.log_episodes([at_step(episodes[4], 10, 1)])  # an off-policy episode, a later batch
+    run.log_metrics({"loss": 0.1}, step=11)
+    run.finish()
+    confirmed = prime_env.training_samples(run.id)
+    assert [c["step"] for c in confirmed] == [0, 10, 10]
+    rows_by_step: dict[int, list[dict]] = {}
+    for c in confirmed:
+        rows = read(prime_env, c["s3_key"])
+        assert {r["step"] for r in rows} == {c["step"]} and {r["run_id"] for r in rows} == {run.id}
+        rows_by_step.setdefault(c["step"], []).extend(rows)
+    assert len(rows_by_step[0]) == 2 and len(rows_by_step[10]) == 2  # step 5 is off-cadence
+    ids = [r["sample_id"] for r in rows_by_step[10]]
+    assert len(set(ids)) == 2 and max(ids) >= train_samples.SAMPLE_ID_STRIDE  # own ranges
+    first = rows_by_step[0][0]
+    assert first["env_name"] == episodes[0]["env"]["id"] and first["trajectory"].startswith("[")
+    routes = [r.route for r in prime_env.requests]
+    assert max(i for i, r in enumerate(routes) if r == "rft_confirm") < routes.index("rft_finalize")
+    assert run.acknowledged_records["train_samples"] == 4
+    assert run.failed_records == {} and run.errors == []
+    # Every episode still reaches Prime Traces, with its dispatch step unchanged.
+    assert prime_env.episodes[f"s5-0-{episodes[3]['id']}"]["run"]["work"]["step"] == 5
+
+
+def test_a_lost_confirm_is_resent_without_a_second_object(prime_env, episodes, monkeypatch):
+    monkeypatch.setattr(retry, "backoff", lambda attempt: 0.01)
+    run = train()
+    prime_env.fail("rft_confirm", 503, times=5)  # every attempt of one request
+    run.log_episodes([at_step(episodes[0], 10, 0)])
+    run.finish(timeout=60)
+    (confirmed,) = prime_env.training_samples(run.id)
+    puts = [r for r in prime_env.requests_for("object_put") if r.status == 200]
+    assert len(puts) == 1  # the same object, confirmed on the resend
+    assert len(prime_env.requests_for("rft_presign")) == 1
+    assert len(read(prime_env, confirmed["s3_key"])) == 1
+
+
+def test_eval_work_and_bare_traces_have_no_row(prime_env, episodes, traces_records):
+    run = train()
+    eval_work = copy.deepcopy(episodes[0])  # run.work absent: not training work
+    run.log_episodes([eval_work])
+    run.log_traces(traces_records[:2])
+    run.finish()
+    assert prime_env.training_samples(run.id) == []
+    assert prime_env.requests_for("rft_presign") == []
+    assert run.failed_records == {}
+
+
+def test_samples_false_turns_the_table_off(prime_env, episodes):
+    run = pr.init(kind="train", model="m", team_id="t", environments=["gsm8k"], samples=False)
+    run.log_episodes([at_step(episodes[0], 0, 0)])
+    run.finish()
+    assert prime_env.requests_for("rft_presign") == []
+    assert f"s0-0-{episodes[0]['id']}" in prime_env.episodes
+
+
+@pytest.mark.parametrize("step", [0, 10, 20])
+def test_dispatch_step_reads_train_work_only(step):
+    assert train_samples.dispatch_step({"run": {"work": {"type": "train", "step": step}}}) == step
+    assert train_samples.dispatch_step({"run": {"work": {"type": "eval", "step": step}}}) is None
+    assert train_samples.dispatch_step({"run": {"work": {"type": "train", "step": "1"}}}) is None
