@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from . import _coverage
 from ._archive import RunArchive
 from ._argcheck import check_arguments
 from ._provenance import upload_context
@@ -272,6 +273,10 @@ def _closer(
         deadline: float,
     ) -> None:
         try:
+            # Workers on other disks: the summary merges what the platform stored.
+            summary = _coverage.closing_summary(
+                state, lifecycle.client, registration.id, summary, deadline
+            )
             lifecycle.close(
                 registration,
                 status=status,

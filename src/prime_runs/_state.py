@@ -18,7 +18,7 @@ from . import _finishing
 from ._accounting import Counters
 from ._archive import RunArchive
 from ._delivery import Delivery
-from ._encode import Encoded
+from ._encode import Encoded, record_id
 from ._finishing import DEFAULT_FINISH_TIMEOUT
 from ._journaling import Journal, computed_summary
 from ._json import sanitize_nonfinite
@@ -84,6 +84,13 @@ class RunState:
         self.finishing = False
         self.finished = False
         self.summary: dict[str, Any] | None = None
+        self.summary_given = False  # finish(summary=...): the producer's numbers win
+        self.records_summarized = 0  # records the summary covers, wherever logged (_coverage)
+        # A join's ids an earlier, crashed attempt on this host already stored (_retry).
+        self.stored_ids: frozenset[str] = frozenset()
+        self.already_stored = 0
+        # A join's last step at finish (_late: records that landed after the finalize).
+        self.after_finish: Callable[[RunState, float], None] | None = None
         self.error: str | None = None
         self._first_error: BaseException | None = None
         self._raised = False
@@ -159,6 +166,9 @@ class RunState:
 
         A journal failure is counted and reported, never raised: the record still goes
         to the sinks (offline, there are none, and it is lost, so it is not summarized)."""
+        if self.stored_ids and record_id(encoded.record) in self.stored_ids:
+            self._skip_stored()
+            return
         key = None
         if self.journal is not None:
             key = self.journal.append(encoded, online=bool(self.delivery.channels))
@@ -177,6 +187,17 @@ class RunState:
         # Not held: not in the journal and over the memory bound, so it reaches no sink.
         retired = [(c.name, c.quiet) for c in channels.values() if c.retired is not None]
         self.counters.count_logged(held=held, retired=retired)
+
+    def _skip_stored(self) -> None:
+        with self._lock:
+            self.already_stored += 1
+            first = self.already_stored == 1
+        if first:
+            logger.warning(
+                "prime-runs: run %s: a record an earlier attempt of this task already stored "
+                "was logged again (a retry); it is not sent twice (counted in the finish report)",
+                self.run_id,
+            )
 
     # -- log calls and finish() -----------------------------------------------------
 
@@ -265,6 +286,7 @@ class RunState:
         self.gate.wait_idle(send_by)
         self.status = status
         self.error = error
+        self.summary_given = summary is not None
         if summary is not None:
             self.summary = dict(summary)
         elif self.owner and not self.forked:
@@ -287,6 +309,8 @@ class RunState:
         if down:
             self._report_down()
         closed = self._close_out(status, error, deadline)
+        if self.after_finish is not None and not self.owner and not self.forked:
+            self.after_finish(self, deadline)
         with self._status_lock:
             self.finished = True
             self._closed = closed

@@ -46,7 +46,7 @@ from ._nofollow import segment_paths
 from ._progress import Progress
 from ._provenance import from_resource, upload_context
 from ._runinfo import SAMPLES, SINK_LABELS, TRACES, RunInfo, inspect
-from ._sync_close import close_run
+from ._sync_close import close_run, late_records
 from ._sync_readback import Candidate, Unreadable, held_by_traces, rollout_counters, sample_ids
 from ._sync_register import register
 from .errors import PrimeRunsError, RecordError, SyncError
@@ -75,6 +75,8 @@ class SyncReport:
     skipped: bool = False
     platform_id: str | None = None
     uploaded: dict[str, int] = field(default_factory=dict)
+    found: dict[str, int] = field(default_factory=dict)  # already stored: acked, not sent
+    late: int | None = None  # records that landed after the run was finalized
 
 
 def sync_run(
@@ -137,6 +139,8 @@ class _Syncer:
         self.progress = progress
         self.claimed = claimed
         self.uploaded: dict[str, int] = {sink: 0 for sink in info.sinks}
+        self.found: dict[str, int] = {sink: 0 for sink in info.sinks}
+        self.late: int | None = None
         self.rejected: dict[str, list[str]] = {}
         self.notes: list[str] = []
         self.eval_id = ""
@@ -172,6 +176,8 @@ class _Syncer:
             closed_how = close_run(
                 self.info, self.desc, self.settings, self.client, eval_id, platform.get("url")
             )
+        if closed_how is None and any(self.uploaded.values()):
+            self.late = late_records(self.archive, self.client, eval_id, self.notes)
         if info.status_problem:
             failures.append(f"{info.status_problem}, so how the run ended is unknown")
         if info.links:  # never read through: what a link points at is not the run's
@@ -179,7 +185,13 @@ class _Syncer:
         for sink, reasons in self.rejected.items():
             failures.append(f"{len(reasons)} {SINK_LABELS[sink]} rejected ({reasons[0]})")
         report = SyncReport(
-            info.run_id, not failures, "", platform_id=eval_id, uploaded=dict(self.uploaded)
+            info.run_id,
+            not failures,
+            "",
+            platform_id=eval_id,
+            uploaded=dict(self.uploaded),
+            found=dict(self.found),
+            late=self.late,
         )
         report.message = self._message(eval_id, platform.get("url"), failures, closed_how)
         return report
@@ -189,6 +201,9 @@ class _Syncer:
     ) -> str:
         sent = ", ".join(f"{n} {SINK_LABELS[s]}" for s, n in self.uploaded.items() if n)
         parts = [f"uploaded {sent}" if sent else "nothing to upload"]
+        held = ", ".join(f"{n} {SINK_LABELS[s]}" for s, n in self.found.items() if n)
+        if held:
+            parts.append(f"found {held} already stored (not sent again)")
         if closed_how:
             parts.append(closed_how)
         parts.extend(self.notes)
@@ -312,7 +327,7 @@ class _Syncer:
             item = Item(kind, data, key, problem, record_id)
             for sink in wanted:
                 if sink == SAMPLES and sample_id is not None and str(sample_id) in landed:
-                    self._ack(sink, [item])  # stored by an interrupted upload: never resend
+                    self._ack(sink, [item], found=True)  # stored already: never resend
                     continue
                 chunks[sink].append(item)
                 sizes[sink] += len(data)
@@ -346,10 +361,11 @@ class _Syncer:
             else:
                 failures.append(f"{label}: {outcome.retire or outcome.retry_reason}")
 
-    def _ack(self, sink: str, items: list[Item]) -> None:
+    def _ack(self, sink: str, items: list[Item], *, found: bool = False) -> None:
         keys = [i.key for i in items if i.key is not None]
         self.archive.ack(sink, keys)
-        self.uploaded[sink] = self.uploaded.get(sink, 0) + len(keys)
+        counts = self.found if found else self.uploaded
+        counts[sink] = counts.get(sink, 0) + len(keys)
         self.progress.advance(len(keys))
 
     def _settle(self, sink: str, how: str, keys: list[RecordKey], reason: str | None) -> None:
@@ -401,7 +417,7 @@ class _Syncer:
             )
             return set()
         self.archive.ack(TRACES, sorted(held))
-        self.uploaded[TRACES] = self.uploaded.get(TRACES, 0) + len(held)
+        self.found[TRACES] = self.found.get(TRACES, 0) + len(held)
         self.progress.advance(len(held))
         return held
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from . import _late
 from ._archive import RunArchive
 from ._json import sanitize_nonfinite
 from ._lines import parse_record
@@ -117,3 +118,22 @@ def episodes_written(archive: RunArchive) -> int:
     """Episodes Prime Traces acknowledged, counted from the archive's acks."""
     stored = archive.acknowledged().get(TRACES, set())
     return sum(1 for key in stored if key.segment.startswith(EPISODE_KIND + "-"))
+
+
+def late_records(
+    archive: RunArchive, client: PlatformClient, eval_id: str, notes: list[str]
+) -> int | None:
+    """After uploading records of a run already closed on the platform: how many reached it
+    after its finalize (their numbers folded in, ``_late``), said in ``notes``."""
+    local = (data for _, _, data in archive.iter_records())
+    try:
+        found = _late.check(client, eval_id, local, time.monotonic() + CLOSE_TIMEOUT)
+    except Exception as exc:  # the uploads stand; only the check is missing
+        notes.append(f"could not check whether the run's finalized numbers cover them: {exc}")
+        return None
+    if found is None:
+        return None
+    message = found.message(eval_id)
+    if message is not None:
+        notes.append(message)
+    return found.late
