@@ -18,6 +18,7 @@ from ._version import __version__
 
 if TYPE_CHECKING:
     from . import metrics, projection, semconv
+    from ._joining import join
     from ._runconfig import CONFIG_SOURCE_KEY, ConfigSource
     from .api import configure_exporter, current_run, init, log_episodes, log_traces
     from .errors import (
@@ -58,6 +59,7 @@ _SOURCES: dict[str, str] = {
     "configure_exporter": ".api",
     "current_run": ".api",
     "init": ".api",
+    "join": "._joining",
     "log_episodes": ".api",
     "log_traces": ".api",
     "EnvironmentRef": ".platform.environments",
@@ -117,6 +119,7 @@ __all__ = [
     "configure_exporter",
     "current_run",
     "init",
+    "join",
     "log_episodes",
     "log_traces",
     "metrics",
