@@ -137,3 +137,37 @@ def test_sync_of_a_node_local_archive_after_finalize_reports_late_records(
     assert "found 2 traces, 2 samples already stored" in again.stdout
     assert len(prime_env.samples(owner.id)) == 4
     assert set(prime_env.episode_writes.values()) == {1}
+
+
+def test_sync_of_a_delivered_node_folder_says_the_numbers_missed_it(
+    prime_env: StandInPlatform, tmp_path: Path
+) -> None:
+    owner = pr.init(name="killed-actor", environments=["gsm8k"])
+    owner.log_episodes([episode("owner", i, 1.0) for i in range(2)])
+    carrier = owner.context()
+    owner.finish()
+    # An actor that delivered its records after the finalize and was killed before its
+    # join ended: nothing was said yet.
+    killed = (
+        WORKER.replace("print(json.dumps(run.errors))", "").replace(
+            "with pr.init(join=carrier) as run:", "if True:\n    run = pr.init(join=carrier)"
+        )
+        + "\nrun.flush()\nimport os; os._exit(0)\n"
+    )
+    node = tmp_path / "node"
+    env = {**os.environ, "PRIME_RUNS_DIR": str(node)}
+    proc = subprocess.run(
+        [sys.executable, "-c", killed, json.dumps(carrier), "actor", "[0.0, 0.0]"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=90,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert prime_env.evaluations[owner.id]["metrics"]["avg_reward"] == 1.0  # stale
+
+    synced = cli(env, "sync", owner.id)
+    assert synced.returncode == 0, synced.stdout + synced.stderr
+    assert "nothing to upload" in synced.stdout
+    assert f"2 records reached run {owner.id} after it was finalized" in synced.stdout
+    assert prime_env.evaluations[owner.id]["metrics"]["avg_reward"] == 0.5

@@ -176,7 +176,7 @@ class _Syncer:
             closed_how = close_run(
                 self.info, self.desc, self.settings, self.client, eval_id, platform.get("url")
             )
-        if closed_how is None and any(self.uploaded.values()):
+        if closed_how is None and (any(self.uploaded.values()) or info.joined):
             self.late = late_records(self.archive, self.client, eval_id, self.notes)
         if info.status_problem:
             failures.append(f"{info.status_problem}, so how the run ended is unknown")
