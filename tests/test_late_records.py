@@ -171,3 +171,17 @@ def test_sync_of_a_delivered_node_folder_says_the_numbers_missed_it(
     assert "nothing to upload" in synced.stdout
     assert f"2 records reached run {owner.id} after it was finalized" in synced.stdout
     assert prime_env.evaluations[owner.id]["metrics"]["avg_reward"] == 0.5
+
+
+def test_late_records_leave_an_explicit_summary_alone_and_say_so(
+    prime_env: StandInPlatform, tmp_path: Path
+) -> None:
+    owner = pr.init(name="explicit", environments=["gsm8k"])
+    carrier = owner.context()
+    owner.finish(summary={"avg_reward": 0.9})
+    env = {**os.environ, "PRIME_RUNS_DIR": str(tmp_path / "node")}
+    (message,) = worker(env, carrier, "late", [0.0])
+    assert "was already processing on the platform" in message
+    assert "left as they are" in message
+    assert prime_env.evaluations[owner.id]["metrics"]["avg_reward"] == 0.9
+    assert len(prime_env.samples(owner.id)) == 1

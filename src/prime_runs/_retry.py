@@ -16,11 +16,16 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Collection
+from collections.abc import Collection, Mapping
+from typing import TYPE_CHECKING, Any
 
 from ._archive import RECORDS_DIR, RunArchive
+from ._encode import record_id
 from ._nofollow import segment_paths
 from ._runinfo import pid_alive
+
+if TYPE_CHECKING:
+    from ._state import RunState
 
 logger = logging.getLogger("prime_runs")
 
@@ -66,3 +71,20 @@ def _record_id(data: bytes) -> str | None:
         return None
     rid = record.get("id") if isinstance(record, dict) else None
     return rid if isinstance(rid, str) else None
+
+
+def skip(state: RunState, record: Mapping[str, Any]) -> bool:
+    """Whether ``record`` is one an earlier attempt already stored: then it is counted in
+    ``state.already_stored`` (said once now, and in the finish report) and not sent."""
+    if record_id(record) not in state.stored_ids:
+        return False
+    with state.counters.lock:
+        state.already_stored += 1
+        first = state.already_stored == 1
+    if first:
+        logger.warning(
+            "prime-runs: run %s: a record an earlier attempt of this task already stored "
+            "was logged again (a retry); it is not sent twice (counted in the finish report)",
+            state.run_id,
+        )
+    return True

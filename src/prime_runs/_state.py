@@ -14,11 +14,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from . import _finishing
+from . import _finishing, _retry
 from ._accounting import Counters
 from ._archive import RunArchive
 from ._delivery import Delivery
-from ._encode import Encoded, record_id
+from ._encode import Encoded
 from ._finishing import DEFAULT_FINISH_TIMEOUT
 from ._journaling import Journal, computed_summary
 from ._json import sanitize_nonfinite
@@ -166,8 +166,7 @@ class RunState:
 
         A journal failure is counted and reported, never raised: the record still goes
         to the sinks (offline, there are none, and it is lost, so it is not summarized)."""
-        if self.stored_ids and record_id(encoded.record) in self.stored_ids:
-            self._skip_stored()
+        if self.stored_ids and _retry.skip(self, encoded.record):
             return
         key = None
         if self.journal is not None:
@@ -187,17 +186,6 @@ class RunState:
         # Not held: not in the journal and over the memory bound, so it reaches no sink.
         retired = [(c.name, c.quiet) for c in channels.values() if c.retired is not None]
         self.counters.count_logged(held=held, retired=retired)
-
-    def _skip_stored(self) -> None:
-        with self._lock:
-            self.already_stored += 1
-            first = self.already_stored == 1
-        if first:
-            logger.warning(
-                "prime-runs: run %s: a record an earlier attempt of this task already stored "
-                "was logged again (a retry); it is not sent twice (counted in the finish report)",
-                self.run_id,
-            )
 
     # -- log calls and finish() -----------------------------------------------------
 

@@ -29,7 +29,6 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 from . import _lease
@@ -49,6 +48,7 @@ from ._runinfo import SAMPLES, SINK_LABELS, TRACES, RunInfo, inspect
 from ._sync_close import close_run, late_records
 from ._sync_readback import Candidate, Unreadable, held_by_traces, rollout_counters, sample_ids
 from ._sync_register import register
+from ._sync_report import SyncReport, line
 from .errors import PrimeRunsError, RecordError, SyncError
 from .exporters._base import Item, Outcome
 from .exporters._channel import Channel
@@ -63,20 +63,6 @@ CHUNK_TIMEOUT = 300.0
 LEASE_WAIT = 5.0
 
 logger = logging.getLogger("prime_runs")
-
-
-@dataclass
-class SyncReport:
-    """What syncing one run did. ``ok``: everything landed and the run is closed."""
-
-    run_id: str
-    ok: bool
-    message: str
-    skipped: bool = False
-    platform_id: str | None = None
-    uploaded: dict[str, int] = field(default_factory=dict)
-    found: dict[str, int] = field(default_factory=dict)  # already stored: acked, not sent
-    late: int | None = None  # records that landed after the run was finalized
 
 
 def sync_run(
@@ -193,27 +179,11 @@ class _Syncer:
             found=dict(self.found),
             late=self.late,
         )
-        report.message = self._message(eval_id, platform.get("url"), failures, closed_how)
+        counts = {"uploaded": self.uploaded, "found": self.found}
+        report.message = line(
+            self.archive, eval_id, platform.get("url"), failures, closed_how, counts, self.notes
+        )
         return report
-
-    def _message(
-        self, eval_id: str, url: object, failures: list[str], closed_how: str | None
-    ) -> str:
-        sent = ", ".join(f"{n} {SINK_LABELS[s]}" for s, n in self.uploaded.items() if n)
-        parts = [f"uploaded {sent}" if sent else "nothing to upload"]
-        held = ", ".join(f"{n} {SINK_LABELS[s]}" for s, n in self.found.items() if n)
-        if held:
-            parts.append(f"found {held} already stored (not sent again)")
-        if closed_how:
-            parts.append(closed_how)
-        parts.extend(self.notes)
-        if failures:
-            left = inspect(self.archive)
-            still = left.pending_text()
-            tail = f"; still pending: {still}" if still != "-" else ""
-            return f"{eval_id}: " + "; ".join(failures) + tail + " (" + "; ".join(parts) + ")"
-        where = f" {url}" if isinstance(url, str) and url else ""
-        return f"{eval_id}: " + "; ".join(parts) + where
 
     def _ensure_environments(self, names: Sequence[str]) -> None:
         """The platform registers an eval only under an environment (checked before any
