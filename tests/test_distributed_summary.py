@@ -165,3 +165,15 @@ def test_stored_rows_pages_by_weight_and_reads_every_row_once(
     assert limits[0] == _coverage.FIRST_PAGE and max(limits) == _coverage.PAGE_SIZE
     assert 2 in limits  # shrank to the weight of the big rows, then grew back
     assert limits[-1] > 2
+
+
+def test_without_the_sample_table_the_owner_says_what_its_numbers_cover(
+    prime_env: StandInPlatform, caplog: pytest.LogCaptureFixture
+) -> None:
+    owner = pr.init(name="no-samples", environments=["gsm8k"], samples=False)
+    owner.log_episodes([episode("owner", i, 1.0) for i in range(2)])
+    with caplog.at_level("INFO", logger="prime_runs"):
+        owner.finish()
+    assert finalized(prime_env)["avg_reward"] == 1.0
+    assert owner.errors == []  # a run nobody joined has nothing missing
+    assert "does not write the sample table (samples=False)" in caplog.text

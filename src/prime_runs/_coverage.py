@@ -268,6 +268,14 @@ def closing_summary(
     if state.summary_given or not state.owner or state.forked:
         return summary
     cov = cover(state, client, eval_id, deadline)
+    if cov is not None and not cov.remote and SAMPLES_SINK not in state.delivery.channels:
+        # Said in the log only: a run no worker joined (the usual one) has nothing missing.
+        logger.info(
+            "prime-runs: the run summary covers the records in %s: the run does not write "
+            "the sample table (samples=False), which is where the owner reads back records "
+            "workers logged elsewhere",
+            state.archive.path if state.archive is not None else "this process",
+        )
     out = platform_summary(state.summary, written(state, cov))
     counted = cov.local + cov.remote if cov is not None else _local_count(state)
     state.records_summarized = counted or 0
