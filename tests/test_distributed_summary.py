@@ -177,3 +177,51 @@ def test_without_the_sample_table_the_owner_says_what_its_numbers_cover(
     assert finalized(prime_env)["avg_reward"] == 1.0
     assert owner.errors == []  # a run nobody joined has nothing missing
     assert "does not write the sample table (samples=False)" in caplog.text
+
+
+CRASHING_OWNER = r"""
+import json, os, subprocess, sys
+import prime_runs as pr
+
+worker, node = sys.argv[1], sys.argv[2]
+run = pr.init(name="crashed-driver", environments=["gsm8k"])
+run.log_episodes([{"id": f"ep-owner-{i}", "env": {"id": "gsm8k"}, "ok": True, "errors": [],
+                   "traces": [{"id": f"tr-owner-{i}", "rewards": {"correct": {"score": 1.0}},
+                               "timing": {"start": 1.0}}]} for i in range(2)])
+run.flush()
+env = {**os.environ, "PRIME_RUNS_DIR": node}
+subprocess.run([sys.executable, "-c", worker, json.dumps(run.context()), "w", "[0.0, 0.0]"],
+               env=env, check=True)
+print(run.id, flush=True)
+os._exit(1)  # the driver dies without finishing
+"""
+
+
+def test_sync_of_a_crashed_driver_covers_the_workers_on_other_disks(
+    prime_env: StandInPlatform, tmp_path: Path
+) -> None:
+    owner_root = tmp_path / "driver"
+    env = {**os.environ, "PRIME_RUNS_DIR": str(owner_root)}
+    proc = subprocess.run(
+        [sys.executable, "-c", CRASHING_OWNER, WORKER, str(tmp_path / "node")],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 1, proc.stderr
+    run_id = proc.stdout.split()[-1]
+    assert prime_env.requests_for("eval_finalize") == []
+    synced = subprocess.run(
+        [sys.executable, "-m", "prime_runs.cli", "sync"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert synced.returncode == 0, synced.stdout + synced.stderr
+    evaluation = prime_env.evaluations[run_id]
+    assert evaluation["status"] == "FAILED"  # crashed, as variant N stores it
+    assert "exited without finishing" in evaluation["error_message"]
+    assert evaluation["metrics"]["avg_reward"] == 0.5  # 2 of the driver's, 2 a worker's
+    assert evaluation["metrics"]["prime_runs"]["records_summarized"] == 4

@@ -83,6 +83,15 @@ def _ids_and_records(
     return seen, acc
 
 
+def summary_over(
+    client: PlatformClient, eval_id: str, local: Iterable[bytes], until: float
+) -> tuple[dict[str, Any], int]:
+    """The summary over what the platform stored and the ``local`` records, merged by id,
+    and how many records it covers."""
+    seen, acc = _ids_and_records(client, eval_id, local, until)
+    return dict(acc.result()), len(seen)
+
+
 def check(
     client: PlatformClient, eval_id: str, local: Iterable[bytes], until: float
 ) -> Late | None:

@@ -13,9 +13,10 @@ from typing import Any
 
 from . import _late
 from ._archive import RunArchive
+from ._coverage import SUMMARIZED_KEY
 from ._json import sanitize_nonfinite
 from ._lines import parse_record
-from ._runinfo import EPISODE_KIND, TRACES, RunInfo
+from ._runinfo import EPISODE_KIND, SAMPLES, TRACES, RunInfo
 from .errors import PrimeRunsError, SyncError, describe
 from .metrics import SummaryAccumulator
 from .platform import evaluations
@@ -40,15 +41,18 @@ def close_run(
     archive = info.archive
     doc = dict(info.status_doc)
     status, reason = _outcome(info, doc)
+    deadline = time.monotonic() + CLOSE_TIMEOUT
     summary = doc.get("summary") if isinstance(doc.get("summary"), dict) else None
+    covered = None
     if summary is None:
-        summary = summary_from_records(archive)
+        summary, covered = _covering_summary(archive, client, eval_id, deadline)
     metrics = dict(sanitize_nonfinite(summary))
     extra = metrics.get("prime_runs")
     extra = dict(extra) if isinstance(extra, dict) else {}
     extra["traces_episodes_written"] = episodes_written(archive)
+    if covered is not None:
+        extra[SUMMARIZED_KEY] = covered
     metrics["prime_runs"] = extra
-    deadline = time.monotonic() + CLOSE_TIMEOUT
     try:
         current = evaluations.get(client, eval_id, deadline=deadline)
         already = str(current.get("status") or "").upper() not in evaluations.OPEN_STATUSES
@@ -94,6 +98,24 @@ def _outcome(info: RunInfo, doc: dict[str, Any]) -> tuple[RunStatus, str | None]
             f"the process (pid {doc.get('pid')}) exited without finishing the run",
         )
     return status, reason
+
+
+def _covering_summary(
+    archive: RunArchive, client: PlatformClient, eval_id: str, deadline: float
+) -> tuple[dict[str, Any], int | None]:
+    """A dead owner's summary: over its archive's records, and over what workers on other
+    disks stored when the evaluation holds more rows than this archive sent (merged by
+    record id, as a live owner's finish does); the local one when that cannot be read."""
+    local = summary_from_records(archive)
+    try:
+        total = evaluations.get(client, eval_id, deadline=deadline).get("totalSamples")
+        sent = len(archive.acknowledged().get(SAMPLES, ()))
+        if isinstance(total, int) and total <= sent:
+            return local, None
+        records = (data for _, _, data in archive.iter_records())
+        return _late.summary_over(client, eval_id, records, deadline)
+    except Exception:  # the local numbers still close the run
+        return local, None
 
 
 def summary_from_records(archive: RunArchive) -> dict[str, Any]:
