@@ -9,7 +9,7 @@ from typing import Any
 from opentelemetry.sdk.trace import TracerProvider
 
 import prime_runs as pr
-from prime_runs._archive import RunArchive, list_runs
+from prime_runs._journal.archive import RunArchive, list_runs
 
 RUN_ATTRS = {"prime.run.name": "genai", "prime.run.environments": ["genai-env"]}
 

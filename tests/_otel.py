@@ -18,7 +18,7 @@ from opentelemetry.sdk.trace.sampling import (
     TraceIdRatioBased,
 )
 
-from prime_runs._archive import RunArchive, list_runs
+from prime_runs._journal.archive import RunArchive, list_runs
 
 RUN_ATTRS = {"prime.run.name": "settings", "prime.run.environments": ["gsm8k"]}
 

@@ -9,9 +9,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from prime_runs._encode import encode, kind_of, stamp, traces_problem
-from prime_runs._json import encode_record
-from prime_runs.exporters._base import Item
+from prime_runs._records.encode import encode, kind_of, stamp, traces_problem
+from prime_runs._records.item import Item
+from prime_runs._records.jsonio import encode_record
 
 DATA = Path(__file__).parent / "data"
 

@@ -11,8 +11,8 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
+import prime_runs._journal.lease as _lease
 from _support import load_jsonl
-from prime_runs import _lease
 from prime_runs.settings import ENV_VARIABLES
 
 

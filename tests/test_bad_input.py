@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 import prime_runs as pr
-from prime_runs._archive import RunArchive
+from prime_runs._journal.archive import RunArchive
 
 
 def ids_in_archive(run: pr.Run) -> list[str]:

@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 
 import prime_runs as pr
-from prime_runs._archive import RunArchive
+from prime_runs._journal.archive import RunArchive
+from prime_runs._journal.runinfo import pid_alive
 from prime_runs._progress import Progress
-from prime_runs._records import reward, summary_trace_index
-from prime_runs._runinfo import pid_alive
+from prime_runs._records.access import reward, summary_trace_index
 from prime_runs.cli import main
 
 

@@ -12,8 +12,8 @@ import textwrap
 import time
 from pathlib import Path
 
-from prime_runs import _lease
-from prime_runs._archive import RunArchive
+import prime_runs._journal.lease as _lease
+from prime_runs._journal.archive import RunArchive
 
 STALL = 6.0  # how long each traces upload waits at the stand-in before it is stored
 
@@ -95,7 +95,7 @@ def test_a_lease_expires_with_its_process_even_on_sigkill(tmp_path):
     code = textwrap.dedent(
         f"""
         import os, signal
-        from prime_runs._archive import RunArchive
+        from prime_runs._journal.archive import RunArchive
         archive = RunArchive.create({str(tmp_path)!r}, "run-1", {{"name": "x"}})
         key = archive.append("episode", b'{{"id":"a"}}')
         print(key.segment, flush=True)

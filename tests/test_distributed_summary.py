@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 import prime_runs as pr
-from prime_runs import _coverage
+import prime_runs._runs.coverage as _coverage
 from prime_runs.platform._http import PlatformClient
 from prime_runs.settings import Settings
 from prime_runs.testing import StandInPlatform

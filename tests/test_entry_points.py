@@ -12,7 +12,7 @@ from opentelemetry.sdk.trace import TracerProvider
 
 import prime_runs as pr
 from prime_runs import semconv
-from prime_runs._archive import RunArchive, list_runs
+from prime_runs._journal.archive import RunArchive, list_runs
 
 ATTRS = {
     semconv.RUN_NAME: "same",

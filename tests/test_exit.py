@@ -13,14 +13,14 @@ from pathlib import Path
 
 import pytest
 
-from prime_runs._archive import RunArchive
+from prime_runs._journal.archive import RunArchive
 from prime_runs.run import CRASH_REASON
 from prime_runs.testing import StandInPlatform
 
 PRELUDE = r"""
 import json, os, signal, sys, time
 import prime_runs as pr
-import prime_runs._exit
+import prime_runs._runs.exithooks
 
 # Ctrl-C raises KeyboardInterrupt even when this process was started with SIGINT ignored
 # (a background job of a non-interactive shell is).
@@ -100,7 +100,7 @@ def test_exit_is_bounded_when_uploads_stall(prime_env: StandInPlatform, tmp_path
     proc = _run(
         tmp_path,
         """
-prime_runs._exit.EXIT_TIMEOUT = 2.0
+prime_runs._runs.exithooks.EXIT_TIMEOUT = 2.0
 run = pr.init(name="stalled", environments=["gsm8k"])
 run.log_episodes([episode(i) for i in range(5)])
 say(id=run.id)

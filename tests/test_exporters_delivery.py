@@ -11,10 +11,10 @@ from collections.abc import Callable
 
 import pytest
 
-from prime_runs import _ledger
-from prime_runs._delivery import Delivery
+import prime_runs._journal.ledger as _ledger
+from prime_runs._delivery.delivery import Delivery
+from prime_runs._records.item import Deadline, Item, Outcome
 from prime_runs.exporters import _channel
-from prime_runs.exporters._base import Deadline, Item, Outcome
 
 
 def _rec(n: int, kind: str = "episode") -> tuple[object, ...]:

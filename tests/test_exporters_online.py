@@ -17,9 +17,9 @@ from typing import Any
 import pytest
 
 import prime_runs as pr
+import prime_runs._journal.ledger as _ledger
 from _support import load_jsonl
-from prime_runs import _ledger
-from prime_runs._encode import encode
+from prime_runs._records.encode import encode
 from prime_runs.exporters import _channel
 from prime_runs.exporters import traces as traces_mod
 from prime_runs.platform import _http

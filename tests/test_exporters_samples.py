@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 
 from _support import items, load_jsonl
-from prime_runs._encode import encode
-from prime_runs.exporters._base import Item
+from prime_runs._records.encode import encode
+from prime_runs._records.item import Item
 from prime_runs.exporters.samples import SamplesSink
 from prime_runs.platform import _http
 from prime_runs.platform._http import PlatformClient

@@ -12,10 +12,10 @@ from typing import Any
 import pytest
 
 from _support import items, load_jsonl
+from prime_runs._records.item import Deadline, Item
 from prime_runs.exporters import traces as traces_mod
-from prime_runs.exporters._base import Deadline, Item
-from prime_runs.exporters._traces_client import compress_body
 from prime_runs.exporters.traces import TracesSink, _batches, retry_wait
+from prime_runs.platform._traces import compress_body
 from prime_runs.testing import StandInPlatform
 
 RUN = "ev-traces-test"

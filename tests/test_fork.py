@@ -18,14 +18,14 @@ from pathlib import Path
 
 import pytest
 
-from prime_runs._archive import RunArchive
+from prime_runs._journal.archive import RunArchive
 from prime_runs.testing import StandInPlatform
 
 SCRIPT = r"""
 import json, os, sys, time
 import multiprocessing as mp
 import prime_runs as pr
-from prime_runs import _join
+import prime_runs._runs.join as _join
 
 
 def episode(tag):

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 import prime_runs as pr
-from prime_runs._finishing import CLOSE_MARGIN, DOWN_CLOSE_BUDGET, SILENT_GRACE
+from prime_runs._runs.finishing import CLOSE_MARGIN, DOWN_CLOSE_BUDGET, SILENT_GRACE
 from prime_runs.cli import main
 from prime_runs.metrics import from_encoded
 

@@ -286,7 +286,7 @@ def test_sync_acks_through_a_linked_acks_dir_are_refused(prime_env, episodes, tm
 
 
 def test_open_in_run_names_the_link(tmp_path):
-    from prime_runs._archive import open_in_run
+    from prime_runs._journal.archive import open_in_run
     from prime_runs.errors import JournalError
 
     outside = _outside(tmp_path)

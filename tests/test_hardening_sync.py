@@ -19,9 +19,9 @@ from typing import Any
 import pytest
 
 import prime_runs as pr
+import prime_runs._sync.syncer as _sync
 from _support import archive_root, offline_run, only_segment
-from prime_runs import _sync
-from prime_runs._archive import RunArchive
+from prime_runs._journal.archive import RunArchive
 from prime_runs.platform import evaluations
 
 BIG = 10**400
@@ -44,7 +44,7 @@ def _command(*args: str, chunk: int | None = None) -> list[str]:
     if chunk is None:
         return [sys.executable, "-m", "prime_runs.cli", *args]
     code = (
-        "import sys, prime_runs._sync as s; from prime_runs.cli import main; "
+        "import sys, prime_runs._sync.syncer as s; from prime_runs.cli import main; "
         f"s.CHUNK_RECORDS = {chunk}; sys.exit(main(sys.argv[1:]))"
     )
     return [sys.executable, "-c", code, *args]

@@ -21,7 +21,7 @@ import prime_runs as pr
 HEAVY = ("prime_traces", "pydantic", "httpx", "opentelemetry.sdk.trace", "http.server")
 SDK_MODULES = (
     "prime_runs.api",
-    "prime_runs._open",
+    "prime_runs._runs.opening",
     "prime_runs.run",
     "prime_runs.exporters.traces",
     "prime_runs.platform._http",

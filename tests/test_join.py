@@ -13,9 +13,10 @@ import pytest
 from opentelemetry import baggage, trace
 
 import prime_runs as pr
-from prime_runs import _join, semconv
-from prime_runs._archive import RunArchive
-from prime_runs._ids import SecureIdGenerator
+import prime_runs._runs.join as _join
+from prime_runs import semconv
+from prime_runs._journal.archive import RunArchive
+from prime_runs._records.ids import SecureIdGenerator
 from prime_runs.errors import ConfigurationError
 from prime_runs.testing import StandInPlatform
 
@@ -195,7 +196,7 @@ import random, sys
 random.seed(42)
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.id_generator import RandomIdGenerator
-from prime_runs._ids import SecureIdGenerator
+from prime_runs._records.ids import SecureIdGenerator
 generator = SecureIdGenerator() if sys.argv[1] == "secure" else RandomIdGenerator()
 span = TracerProvider(id_generator=generator).get_tracer("t").start_span("run")
 print(f"{span.get_span_context().trace_id:032x}")
@@ -233,7 +234,7 @@ def test_secure_ids_are_valid_and_distinct() -> None:
 def test_a_forked_child_draws_other_ids_than_its_parent():
     import os
 
-    from prime_runs._ids import ID_GENERATOR
+    from prime_runs._records.ids import ID_GENERATOR
 
     read, write = os.pipe()
     pid = os.fork()

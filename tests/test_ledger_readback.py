@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from prime_runs import _ledger
-from prime_runs._archive import RunArchive
-from prime_runs._json import decode_record, encode_record_marked
-from prime_runs._ledger import Ledger
+import prime_runs._journal.ledger as _ledger
+from prime_runs._journal.archive import RunArchive
+from prime_runs._journal.ledger import Ledger
+from prime_runs._records.jsonio import decode_record, encode_record_marked
 
 
 def test_a_record_read_back_for_one_sink_is_not_read_again_for_the_other(

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 import prime_runs as pr
-from prime_runs._ledger import Ledger
+from prime_runs._journal.ledger import Ledger
 from prime_runs.testing import StandInPlatform
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from _support import archive_root, offline_run, only_segment, run_cli
-from prime_runs._archive import RunArchive
+from prime_runs._journal.archive import RunArchive
 
 SECRET = "outside-the-run-folder-7f3a"
 

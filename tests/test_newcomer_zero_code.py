@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from prime_runs._archive import list_runs
+from prime_runs._journal.archive import list_runs
 from prime_runs.testing import StandInPlatform
 
 ROOT = Path(__file__).resolve().parents[1]

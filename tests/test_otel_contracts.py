@@ -106,8 +106,8 @@ def test_an_init_run_span_ends_like_a_raw_one_with_its_error(span_capture: Any) 
 def test_a_cut_deadline_stops_the_platform_clients_retries(prime_env: StandInPlatform) -> None:
     import threading
 
+    from prime_runs._records.item import Deadline
     from prime_runs.errors import APIError
-    from prime_runs.exporters._base import Deadline
     from prime_runs.platform._http import PlatformClient
     from prime_runs.settings import Settings
 

@@ -14,7 +14,7 @@ from opentelemetry.sdk.trace import SpanLimits
 
 import prime_runs as pr
 from _otel import RUN_ATTRS, archived, only_archive, provider_with, run_script
-from prime_runs._archive import RunArchive, list_runs
+from prime_runs._journal.archive import RunArchive, list_runs
 from prime_runs.testing import StandInPlatform
 
 COUNT_SCRIPT = """

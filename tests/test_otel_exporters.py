@@ -13,10 +13,10 @@ from typing import Any
 import pytest
 
 import prime_runs as pr
-from prime_runs import _ledger
+import prime_runs._journal.ledger as _ledger
+from prime_runs._records.item import Outcome
 from prime_runs.cli import main
 from prime_runs.exporters import _channel
-from prime_runs.exporters._base import Outcome
 from prime_runs.exporters.samples import SamplesSink
 from prime_runs.exporters.traces import TracesSink
 from prime_runs.platform import _http, evaluations

@@ -24,7 +24,7 @@ from _otel import (
     raw_run,
     run_script,
 )
-from prime_runs._archive import list_runs
+from prime_runs._journal.archive import list_runs
 from prime_runs.testing import StandInPlatform
 
 # -- head samplers -----------------------------------------------------------------------

@@ -23,7 +23,7 @@ from _otel import (
     raw_run,
     run_script,
 )
-from prime_runs._archive import RunArchive, list_runs
+from prime_runs._journal.archive import RunArchive, list_runs
 from prime_runs.testing import StandInPlatform
 
 # -- OTEL_SDK_DISABLED ---------------------------------------------------------------------

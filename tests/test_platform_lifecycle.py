@@ -12,7 +12,7 @@ from pathlib import Path
 import pydantic
 import pytest
 
-from prime_runs._runconfig import capture_config
+from prime_runs._runs.config import capture_config
 from prime_runs.errors import NotFoundError, PrimeRunsError, UnauthorizedError
 from prime_runs.platform import evaluations
 from prime_runs.platform.lifecycle import (

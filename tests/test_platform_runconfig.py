@@ -6,7 +6,7 @@ from pathlib import Path
 import pydantic
 import pytest
 
-from prime_runs._runconfig import (
+from prime_runs._runs.config import (
     CONFIG_SOURCE_KEY,
     MAX_CONFIG_SOURCE_BYTES,
     ConfigSource,

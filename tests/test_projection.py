@@ -15,7 +15,7 @@ from pydantic import BaseModel, ConfigDict
 
 from _support import load_jsonl
 from prime_runs import projection
-from prime_runs._json import encode_json, encode_json_lenient, sanitize_nonfinite
+from prime_runs._records.jsonio import encode_json, encode_json_lenient, sanitize_nonfinite
 from prime_runs.projection import build_samples, project_episode_bytes, trace_to_sample
 
 EPISODES = load_jsonl("episodes.jsonl")

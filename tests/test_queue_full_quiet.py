@@ -66,7 +66,7 @@ def _queue_full(message: str) -> bool:
 
 _USER_PIPELINE = """
 import logging, threading
-import prime_runs._delivery  # installs the filter: it must leave this pipeline alone
+import prime_runs._delivery.delivery  # installs the filter: it must leave this pipeline alone
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
 

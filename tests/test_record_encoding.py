@@ -13,8 +13,8 @@ from typing import Any
 import orjson
 import pytest
 
-from prime_runs._encode import encode
-from prime_runs._json import decode_record, encode_record, encode_record_marked
+from prime_runs._records.encode import encode
+from prime_runs._records.jsonio import decode_record, encode_record, encode_record_marked
 from prime_runs.errors import RecordError
 from prime_runs.projection import project_episode_bytes
 

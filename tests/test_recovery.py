@@ -4,7 +4,7 @@ exports catching up, or at finish)."""
 from __future__ import annotations
 
 import prime_runs as pr
-from prime_runs import _ledger
+import prime_runs._journal.ledger as _ledger
 
 
 def test_full_queue_drops_are_recovered_at_finish(prime_env, episodes, monkeypatch):

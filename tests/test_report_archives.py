@@ -19,7 +19,7 @@ import pytest
 
 import prime_runs as pr
 from _support import load_jsonl
-from prime_runs._archive import RunArchive
+from prime_runs._journal.archive import RunArchive
 from prime_runs._report import _html, build, load_run, render
 from prime_runs.cli import main
 

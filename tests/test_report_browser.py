@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 from _support import load_jsonl
-from prime_runs._archive import RunArchive
+from prime_runs._journal.archive import RunArchive
 from prime_runs._report import write_report
 
 CHROMIUM = Path("/usr/bin/chromium")

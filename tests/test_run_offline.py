@@ -10,7 +10,7 @@ import pytest
 
 import prime_runs as pr
 from prime_runs import semconv
-from prime_runs._archive import RunArchive
+from prime_runs._journal.archive import RunArchive
 
 
 def archived_records(run: pr.Run) -> list[dict]:

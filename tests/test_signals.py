@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from prime_runs import _exit
-from prime_runs._archive import RunArchive
+import prime_runs._runs.exithooks as _exit
+from prime_runs._journal.archive import RunArchive
 from prime_runs.testing import StandInPlatform
 
 SCRIPT = r"""

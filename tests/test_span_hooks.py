@@ -23,8 +23,9 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 import prime_runs as pr
-from prime_runs import _closeouts, semconv
-from prime_runs._archive import RunArchive
+import prime_runs._runs.closeouts as _closeouts
+from prime_runs import semconv
+from prime_runs._journal.archive import RunArchive
 from prime_runs.processor import SHUTDOWN_REASON
 from prime_runs.run import CRASH_REASON
 from prime_runs.testing import StandInPlatform
@@ -236,10 +237,10 @@ def test_exit_with_a_raw_run_span_open_crashes_it_and_the_users_exporter_gets_th
 ATEXIT_END_SCRIPT = r"""
 import atexit, json
 import prime_runs as pr
-import prime_runs._exit
+import prime_runs._runs.exithooks
 from opentelemetry.sdk.trace import TracerProvider
 
-prime_runs._exit.EXIT_TIMEOUT = 0.5     # the exit hook alone would give up on the close-out
+prime_runs._runs.exithooks.EXIT_TIMEOUT = 0.5  # the exit hook alone would give up on the close-out
 provider = TracerProvider(shutdown_on_exit=False)
 pr.configure_exporter(provider)
 span = provider.get_tracer("app").start_span(
@@ -330,7 +331,7 @@ import json, os, sys, time
 from opentelemetry import trace
 from opentelemetry.sdk.trace import TracerProvider
 import prime_runs as pr
-from prime_runs import _closeouts
+import prime_runs._runs.closeouts as _closeouts
 
 provider = TracerProvider()
 pr.configure_exporter(provider)

@@ -17,8 +17,8 @@ import pytest
 
 import prime_runs as pr
 from _support import DATA, load_jsonl
-from prime_runs._archive import RunArchive
-from prime_runs._encode import encode
+from prime_runs._journal.archive import RunArchive
+from prime_runs._records.encode import encode
 from prime_runs.metrics import SummaryAccumulator, from_encoded, from_episodes
 
 

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 import prime_runs as pr
-from prime_runs._archive import RunArchive
+from prime_runs._journal.archive import RunArchive
 from prime_runs.cli import main
 from prime_runs.platform import evaluations
 
@@ -61,7 +61,7 @@ def _command(*args: str, chunk: int | None = None) -> list[str]:
         return [sys.executable, "-m", "prime_runs.cli", *args]
     # Small chunks, so a kill can land between two acknowledged batches.
     code = (
-        "import sys, prime_runs._sync as s; from prime_runs.cli import main; "
+        "import sys, prime_runs._sync.syncer as s; from prime_runs.cli import main; "
         f"s.CHUNK_RECORDS = {chunk}; sys.exit(main(sys.argv[1:]))"
     )
     return [sys.executable, "-c", code, *args]

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import httpx
 
-from prime_runs.exporters import _traces_client as pt_client
+import prime_runs.platform._traces as pt_client
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -26,7 +26,7 @@ def test_every_private_method_the_sink_calls_is_still_there_with_the_same_shape(
     problems = pt_client.private_api_problems()
     version = importlib.metadata.version("prime-traces")
     assert not problems, (
-        f"prime-traces {version} changed private methods prime_runs.exporters._traces_client "
+        f"prime-traces {version} changed private methods prime_runs.platform._traces "
         "relies on: " + "; ".join(problems)
     )
 

@@ -23,7 +23,7 @@ from opentelemetry.sdk.trace.export import (
 )
 
 import prime_runs as pr
-from prime_runs import _registry
+import prime_runs._delivery.registry as _registry
 from prime_runs.exporters import PrimeRunsExporter, PrimeTracesExporter
 from prime_runs.testing import StandInPlatform
 

@@ -14,14 +14,14 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from ._version import __version__
+from prime_runs._version import __version__
 
 if TYPE_CHECKING:
-    from . import metrics, projection, semconv
-    from ._joining import join
-    from ._runconfig import CONFIG_SOURCE_KEY, ConfigSource
-    from .api import configure_exporter, current_run, init, log_episodes, log_traces
-    from .errors import (
+    from prime_runs import metrics, projection, semconv
+    from prime_runs._joining import join
+    from prime_runs._runs.config import CONFIG_SOURCE_KEY, ConfigSource
+    from prime_runs.api import configure_exporter, current_run, init, log_episodes, log_traces
+    from prime_runs.errors import (
         AmbiguousRunError,
         APIError,
         APITimeoutError,
@@ -41,12 +41,12 @@ if TYPE_CHECKING:
         UnauthorizedError,
         ValidationRejectedError,
     )
-    from .platform.environments import EnvironmentRef
-    from .processor import RunProcessor
-    from .run import Run
-    from .sampling import sampler
-    from .settings import MODE_ENV
-    from .status import RunStatus
+    from prime_runs.platform.environments import EnvironmentRef
+    from prime_runs.processor import RunProcessor
+    from prime_runs.run import Run
+    from prime_runs.sampling import sampler
+    from prime_runs.settings import MODE_ENV
+    from prime_runs.status import RunStatus
 
 # errors.py imports nothing, so its list is free to read here (one list, not two).
 _ERRORS = tuple(importlib.import_module(".errors", __name__).__all__)
@@ -54,8 +54,8 @@ _ERRORS = tuple(importlib.import_module(".errors", __name__).__all__)
 #: Public name -> the module that defines it (a submodule maps to itself).
 _SOURCES: dict[str, str] = {
     **{name: ".errors" for name in _ERRORS},
-    "CONFIG_SOURCE_KEY": "._runconfig",
-    "ConfigSource": "._runconfig",
+    "CONFIG_SOURCE_KEY": "._runs.config",
+    "ConfigSource": "._runs.config",
     "configure_exporter": ".api",
     "current_run": ".api",
     "init": ".api",

@@ -11,7 +11,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from ._runconfig import CONFIG_SOURCE_KEY
+from prime_runs._runs.config import CONFIG_SOURCE_KEY
 
 VALUE_CHARS = 120  # a value longer than this is folded
 MAX_KEYS = 50

@@ -13,10 +13,10 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 
-from ._join import context_to_join
-from .api import init
-from .errors import ConfigurationError
-from .run import Run
+from prime_runs._runs.join import context_to_join
+from prime_runs.api import init
+from prime_runs.errors import ConfigurationError
+from prime_runs.run import Run
 
 
 def join(

@@ -7,10 +7,10 @@ import statistics
 from collections.abc import Iterable, Sequence
 from typing import Any, NamedTuple
 
-from ._configview import text_lines
-from ._lines import NOT_JSON, parse_record
-from ._records import reward, summary_trace_index
-from ._runinfo import SINK_LABELS, RunInfo, format_time
+from prime_runs._configview import text_lines
+from prime_runs._journal.runinfo import SINK_LABELS, RunInfo, format_time
+from prime_runs._records.access import reward, summary_trace_index
+from prime_runs._records.lines import NOT_JSON, parse_record
 
 HISTOGRAM_WIDTH = 30
 HISTOGRAM_BINS = 5

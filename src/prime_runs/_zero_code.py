@@ -17,7 +17,7 @@ import sys
 from opentelemetry import trace
 from opentelemetry.sdk.trace import TracerProvider
 
-from .exporters import PrimeRunsExporter
+from prime_runs.exporters import PrimeRunsExporter
 
 __all__ = ["PrimeRunsExporter"]
 

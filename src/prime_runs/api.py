@@ -13,19 +13,20 @@ from opentelemetry import context as otel_context
 from opentelemetry import trace
 from opentelemetry.sdk.trace import TracerProvider
 
-from . import _exit, semconv
-from ._argcheck import check_arguments
-from ._ids import ID_GENERATOR
-from ._join import context_to_join, shared_join
-from ._open import RunOptions, check_on_error, open_state
-from ._provenance import from_resource
-from ._state import RAISE, RunState
-from ._version import __version__
-from .errors import AmbiguousRunError, ConfigurationError, RunFinishedError
-from .processor import STATE_KEY, RunProcessor
-from .run import Run
-from .sampling import check_provider, sampler, sdk_disabled, untracked_reason, warn_once
-from .settings import DISABLED
+import prime_runs._runs.exithooks as _exit
+from prime_runs import semconv
+from prime_runs._delivery.provenance import from_resource
+from prime_runs._records.ids import ID_GENERATOR
+from prime_runs._runs.argcheck import check_arguments
+from prime_runs._runs.join import context_to_join, shared_join
+from prime_runs._runs.opening import RunOptions, check_on_error, open_state
+from prime_runs._runs.state import RAISE, RunState
+from prime_runs._version import __version__
+from prime_runs.errors import AmbiguousRunError, ConfigurationError, RunFinishedError
+from prime_runs.processor import STATE_KEY, RunProcessor
+from prime_runs.run import Run
+from prime_runs.sampling import check_provider, sampler, sdk_disabled, untracked_reason, warn_once
+from prime_runs.settings import DISABLED
 
 _lock = threading.Lock()
 _processors: weakref.WeakKeyDictionary[TracerProvider, RunProcessor] = weakref.WeakKeyDictionary()
@@ -116,7 +117,7 @@ def _add_processor(provider: TracerProvider, settings: dict[str, Any]) -> RunPro
             provider.add_span_processor(processor)
             _processors[provider] = processor
     _exit.register_exit_hook()
-    from .genai_logs import attach  # the logs SDK loads only here, not at import
+    from prime_runs.genai_logs import attach  # the logs SDK loads only here, not at import
 
     attach()  # GenAI content sent as log records reaches its episode (docs/genai.md)
     return processor

@@ -16,17 +16,17 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
-from ._archive import RunArchive, list_runs
-from ._open import archive_root
-from ._progress import Progress
-from ._report import add_parser as add_report_parser
-from ._report import run_command as run_report
-from ._runinfo import RunInfo, RunNotFound, inspect, lookup_run
-from ._show import episode_rewards, render_ls, render_show
-from ._sync import SyncReport, sync_run
-from ._version import __version__
-from .errors import ConfigurationError
-from .settings import API_KEY_ENV, DIR_ENV, Settings
+from prime_runs._journal.archive import RunArchive, list_runs
+from prime_runs._journal.runinfo import RunInfo, RunNotFound, inspect, lookup_run
+from prime_runs._progress import Progress
+from prime_runs._report import add_parser as add_report_parser
+from prime_runs._report import run_command as run_report
+from prime_runs._runs.opening import archive_root
+from prime_runs._show import episode_rewards, render_ls, render_show
+from prime_runs._sync.syncer import SyncReport, sync_run
+from prime_runs._version import __version__
+from prime_runs.errors import ConfigurationError
+from prime_runs.settings import API_KEY_ENV, DIR_ENV, Settings
 
 OK, FAILED, USAGE = 0, 1, 2
 RUN_HELP = (

@@ -8,6 +8,6 @@ of your own, call ``attach(logger_provider)``; in zero-code setups, set
 
 from __future__ import annotations
 
-from ._genai.log_processor import GenAILogProcessor, PrimeRunsLogExporter, attach
+from prime_runs._genai.log_processor import GenAILogProcessor, PrimeRunsLogExporter, attach
 
 __all__ = ["GenAILogProcessor", "PrimeRunsLogExporter", "attach"]

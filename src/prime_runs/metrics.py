@@ -30,7 +30,7 @@ import threading
 from collections.abc import Iterable
 from typing import Any, TypedDict
 
-from . import _records
+import prime_runs._records.access as _records
 
 __all__ = ["RunSummary", "SummaryAccumulator", "from_encoded", "from_episodes"]
 

@@ -21,17 +21,26 @@ from opentelemetry import context as otel_context
 from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
 from opentelemetry.trace import SpanContext, StatusCode
 
-from . import _closeouts, _exit, _registry, semconv
-from ._emptyrun import warn_if_empty
-from ._encode import encode
-from ._genai import GenAICollector
-from ._limits import count_limit, cut_by_limit, cut_message, dropped_message, events_message
-from ._open import RunOptions, open_state
-from ._provenance import from_resource
-from ._state import RunState
-from .errors import PrimeRunsError
-from .sampling import note_run_ended, note_run_started
-from .status import RunStatus
+import prime_runs._delivery.registry as _registry
+import prime_runs._runs.closeouts as _closeouts
+import prime_runs._runs.exithooks as _exit
+from prime_runs import semconv
+from prime_runs._delivery.provenance import from_resource
+from prime_runs._genai import GenAICollector
+from prime_runs._records.encode import encode
+from prime_runs._runs.emptyrun import warn_if_empty
+from prime_runs._runs.limits import (
+    count_limit,
+    cut_by_limit,
+    cut_message,
+    dropped_message,
+    events_message,
+)
+from prime_runs._runs.opening import RunOptions, open_state
+from prime_runs._runs.state import RunState
+from prime_runs.errors import PrimeRunsError
+from prime_runs.sampling import note_run_ended, note_run_started
+from prime_runs.status import RunStatus
 
 logger = logging.getLogger("prime_runs")
 
@@ -347,7 +356,7 @@ class RunProcessor(SpanProcessor):
         run_id = baggage.get_baggage(semconv.BAGGAGE_RUN_ID, parent_context)
         if not isinstance(run_id, str) or not run_id:
             return None
-        from ._join import join_state
+        from prime_runs._runs.join import join_state
 
         with self._lock:
             state = self._joined.get(run_id)

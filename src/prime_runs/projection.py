@@ -34,8 +34,8 @@ import uuid
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from . import _records
-from ._json import (
+import prime_runs._records.access as _records
+from prime_runs._records.jsonio import (
     decode_record,
     encode_json,
     encode_record,

@@ -10,15 +10,18 @@ from typing import Any
 from opentelemetry import context as otel_context
 from opentelemetry import trace
 
-from . import _closeouts, _exit, _records, semconv
-from ._closeouts import CRASH_REASON
-from ._emptyrun import warn_if_empty
-from ._encode import EPISODE, encode
-from ._finishing import DEFAULT_FINISH_TIMEOUT, check_timeout
-from ._join import carrier
-from ._state import RAISE, RunState
-from .errors import PrimeRunsError, RecordError, RunFinishedError, describe
-from .status import RunStatus
+import prime_runs._records.access as _records
+import prime_runs._runs.closeouts as _closeouts
+import prime_runs._runs.exithooks as _exit
+from prime_runs import semconv
+from prime_runs._records.encode import EPISODE, encode
+from prime_runs._runs.closeouts import CRASH_REASON
+from prime_runs._runs.emptyrun import warn_if_empty
+from prime_runs._runs.finishing import DEFAULT_FINISH_TIMEOUT, check_timeout
+from prime_runs._runs.join import carrier
+from prime_runs._runs.state import RAISE, RunState
+from prime_runs.errors import PrimeRunsError, RecordError, RunFinishedError, describe
+from prime_runs.status import RunStatus
 
 logger = logging.getLogger("prime_runs")
 

@@ -24,8 +24,8 @@ from opentelemetry.trace import Link, SpanKind
 from opentelemetry.trace.span import TraceState
 from opentelemetry.util.types import Attributes
 
-from . import semconv
-from .errors import ConfigurationError
+from prime_runs import semconv
+from prime_runs.errors import ConfigurationError
 
 logger = logging.getLogger("prime_runs")
 

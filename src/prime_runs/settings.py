@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
-from .errors import ConfigurationError
+from prime_runs.errors import ConfigurationError
 
 logger = logging.getLogger("prime_runs")
 

@@ -2,6 +2,6 @@
 
 from __future__ import annotations
 
-from .collector import GenAICollector
+from prime_runs._genai.collector import GenAICollector
 
 __all__ = ["GenAICollector"]

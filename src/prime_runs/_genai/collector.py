@@ -20,16 +20,15 @@ from opentelemetry.sdk.trace import ReadableSpan, Span
 
 import prime_runs._genai.names as names
 import prime_runs._genai.openinference as openinference
-
-from .._encode import encode
-from ..errors import PrimeRunsError
-from ..semconv import EPISODE_SPAN, RECORD, RECORD_KIND, RECORD_REF
-from .episode import build
-from .logs import LogEvent
-from .reporting import RunReports
+from prime_runs._genai.episode import build
+from prime_runs._genai.logs import LogEvent
+from prime_runs._genai.reporting import RunReports
+from prime_runs._records.encode import encode
+from prime_runs.errors import PrimeRunsError
+from prime_runs.semconv import EPISODE_SPAN, RECORD, RECORD_KIND, RECORD_REF
 
 if TYPE_CHECKING:
-    from .._state import RunState
+    from prime_runs._runs.state import RunState
 
 logger = logging.getLogger("prime_runs")
 

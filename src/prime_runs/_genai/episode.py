@@ -12,9 +12,8 @@ from opentelemetry.trace import StatusCode
 import prime_runs._genai.messages as messages
 import prime_runs._genai.names as names
 import prime_runs._genai.openinference as openinference
-
-from .logs import LogEvent, merged
-from .trace import TraceBuilder, error_of, seconds
+from prime_runs._genai.logs import LogEvent, merged
+from prime_runs._genai.trace import TraceBuilder, error_of, seconds
 
 DEFAULT_AGENT = "agent"
 

@@ -29,8 +29,8 @@ except ImportError:
         LogExportResult as _Result,
     )
 
-from .collector import deliver_log
-from .logs import LogEvent
+from prime_runs._genai.collector import deliver_log
+from prime_runs._genai.logs import LogEvent
 
 logger = logging.getLogger("prime_runs")
 

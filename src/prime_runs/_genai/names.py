@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from ..semconv import ENV_ID as ENV_ID
-from ..semconv import TASK_DATA as TASK_DATA
-from ..semconv import TASK_PREFIX as TASK_PREFIX
+from prime_runs.semconv import ENV_ID as ENV_ID
+from prime_runs.semconv import TASK_DATA as TASK_DATA
+from prime_runs.semconv import TASK_PREFIX as TASK_PREFIX
 
 SEMCONV_VERSION = "1.44.0"  # the gen_ai conventions whose names this mapping reads
 

@@ -13,7 +13,7 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from .._state import RunState
+    from prime_runs._runs.state import RunState
 
 
 def kind_of(problem: str) -> str:

@@ -7,8 +7,7 @@ import math
 from opentelemetry import trace
 
 import prime_runs._genai.names as names
-
-from ..errors import RecordError
+from prime_runs.errors import RecordError
 
 
 def record_score(

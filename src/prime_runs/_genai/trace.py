@@ -10,8 +10,7 @@ from opentelemetry.trace import StatusCode
 
 import prime_runs._genai.messages as messages
 import prime_runs._genai.names as names
-
-from .messages import Message
+from prime_runs._genai.messages import Message
 
 NS = 1e-9  # span times are nanoseconds; records use seconds
 

@@ -8,10 +8,10 @@ data, ``_html`` puts it into the template with the scripts and styles (package d
 ``_command`` is the CLI front. See docs/report.md.
 """
 
-from ._build import DEFAULT_BUDGET, build
-from ._command import add_parser, run_command, write_report
-from ._html import render
-from ._load import LoadedRun, load_run
+from prime_runs._report._build import DEFAULT_BUDGET, build
+from prime_runs._report._command import add_parser, run_command, write_report
+from prime_runs._report._html import render
+from prime_runs._report._load import LoadedRun, load_run
 
 __all__ = [
     "DEFAULT_BUDGET",

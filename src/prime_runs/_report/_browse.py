@@ -16,8 +16,8 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from .. import _records
-from ._episode import EpisodeSummary, number
+import prime_runs._records.access as _records
+from prime_runs._report._episode import EpisodeSummary, number
 
 TEXT_LIMIT = 20_000
 TRACEBACK_LIMIT = 8_000

@@ -15,12 +15,11 @@ from collections.abc import Sequence
 from typing import Any
 
 import prime_runs._report._stats as _stats
-
-from .._configview import view as config_view
-from .._version import __version__
-from ._browse import browse_order, episode_doc
-from ._episode import EpisodeSummary, Example
-from ._load import LoadedRun, read_record
+from prime_runs._configview import view as config_view
+from prime_runs._report._browse import browse_order, episode_doc
+from prime_runs._report._episode import EpisodeSummary, Example
+from prime_runs._report._load import LoadedRun, read_record
+from prime_runs._version import __version__
 
 DEFAULT_BUDGET = 12 * 1024 * 1024
 EPISODE_FIELDS = (

@@ -9,12 +9,12 @@ import webbrowser
 from collections.abc import Sequence
 from pathlib import Path
 
-from .._archive import RunArchive
-from .._nofollow import open_in_run
-from .._runinfo import RunNotFound, lookup_run
-from ._build import DEFAULT_BUDGET, build
-from ._html import render
-from ._load import load_run
+from prime_runs._journal.archive import RunArchive
+from prime_runs._journal.nofollow import open_in_run
+from prime_runs._journal.runinfo import RunNotFound, lookup_run
+from prime_runs._report._build import DEFAULT_BUDGET, build
+from prime_runs._report._html import render
+from prime_runs._report._load import load_run
 
 REPORT_FILE = "report.html"
 OK, FAILED, USAGE = 0, 1, 2

@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from .. import _records
+import prime_runs._records.access as _records
 
 ERROR_TEXT_LIMIT = 160
 NAME_LIMIT = 200  # an example's display name; the key is kept whole

@@ -23,7 +23,7 @@ from collections.abc import Sequence
 from importlib import resources
 from typing import Any
 
-from .._json import sanitize_nonfinite
+from prime_runs._records.jsonio import sanitize_nonfinite
 
 # Read in this order and joined into the page's one script.
 SCRIPTS = ("dom.js", "charts.js", "tables.js", "browser.js", "report.js")

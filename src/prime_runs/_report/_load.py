@@ -12,13 +12,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from .. import metrics
-from .._archive import RECORDS_DIR, RecordKey, RunArchive
-from .._lines import parse_record
-from .._nofollow import open_for_reading, segment_paths
-from .._runinfo import RunInfo, inspect
-from ._browse import input_target_output
-from ._episode import EpisodeSummary, summarize
+from prime_runs import metrics
+from prime_runs._journal.archive import RECORDS_DIR, RecordKey, RunArchive
+from prime_runs._journal.nofollow import open_for_reading, segment_paths
+from prime_runs._journal.runinfo import RunInfo, inspect
+from prime_runs._records.lines import parse_record
+from prime_runs._report._browse import input_target_output
+from prime_runs._report._episode import EpisodeSummary, summarize
 
 
 @dataclass

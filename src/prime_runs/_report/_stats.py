@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from statistics import fmean, median_low, stdev
 from typing import Any
 
-from ._episode import EpisodeSummary
+from prime_runs._report._episode import EpisodeSummary
 
 DISCRETE_MAX = 12  # at most this many distinct values: one bar per value
 BINS = 20

@@ -9,8 +9,8 @@ OpenTelemetry's own ``BatchSpanProcessor`` (the SDK's live path) or a user's pro
 See ``docs/opentelemetry.md``.
 """
 
-from ._attaching import PrimeRunsExporter
-from ._exporter import PrimeTracesExporter, SampleTableExporter
+from prime_runs.exporters._attaching import PrimeRunsExporter
+from prime_runs.exporters._exporter import PrimeTracesExporter, SampleTableExporter
 
 __all__ = [
     "PrimeRunsExporter",

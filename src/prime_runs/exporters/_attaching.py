@@ -9,9 +9,9 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from ._exporter import RunRecordExporter
-from .samples import SINK_NAME as SAMPLES
-from .traces import SINK_NAME as TRACES
+from prime_runs.exporters._exporter import RunRecordExporter
+from prime_runs.exporters.samples import SINK_NAME as SAMPLES
+from prime_runs.exporters.traces import SINK_NAME as TRACES
 
 logger = logging.getLogger("prime_runs")
 
@@ -48,6 +48,6 @@ def _attach_to_global_provider(settings: dict[str, Any]) -> None:
             "attach the run processor (call prime_runs.configure_exporter(provider))"
         )
         return
-    from ..api import configure_exporter  # the package imports this module
+    from prime_runs.api import configure_exporter  # the package imports this module
 
     configure_exporter(provider, **settings)

@@ -21,7 +21,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 
-from ._base import Deadline, Item, Outcome, Sink
+from prime_runs._records.item import Deadline, Item, Outcome, Sink
 
 logger = logging.getLogger("prime_runs")
 

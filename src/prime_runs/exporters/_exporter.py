@@ -34,11 +34,12 @@ from typing import Any
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
-from .. import _registry, semconv
-from ..errors import ConfigurationError
-from ..settings import positive_env_int
-from .samples import SINK_NAME as SAMPLES
-from .traces import SINK_NAME as TRACES
+import prime_runs._delivery.registry as _registry
+from prime_runs import semconv
+from prime_runs.errors import ConfigurationError
+from prime_runs.exporters.samples import SINK_NAME as SAMPLES
+from prime_runs.exporters.traces import SINK_NAME as TRACES
+from prime_runs.settings import positive_env_int
 
 logger = logging.getLogger("prime_runs")
 

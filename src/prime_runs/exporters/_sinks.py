@@ -6,10 +6,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ..platform._http import PlatformClient
-from ..settings import Settings
-from .samples import SamplesSink
-from .traces import TracesSink
+from prime_runs.exporters.samples import SamplesSink
+from prime_runs.exporters.traces import TracesSink
+from prime_runs.platform._http import PlatformClient
+from prime_runs.settings import Settings
 
 
 def build_sinks(

@@ -18,11 +18,11 @@ import time
 from collections import deque
 from typing import Any
 
-from ..errors import APIError, ValidationRejectedError
-from ..platform._http import PlatformClient, is_ambiguous
-from ..platform.samples import BODY_LIMIT, ENVELOPE_BYTES, SampleWriter
-from ..projection import project_episode_bytes
-from ._base import Deadline, Item, Outcome, as_deadline
+from prime_runs._records.item import Deadline, Item, Outcome, as_deadline
+from prime_runs.errors import APIError, ValidationRejectedError
+from prime_runs.platform._http import PlatformClient, is_ambiguous
+from prime_runs.platform.samples import BODY_LIMIT, ENVELOPE_BYTES, SampleWriter
+from prime_runs.projection import project_episode_bytes
 
 logger = logging.getLogger("prime_runs")
 

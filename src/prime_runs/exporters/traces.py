@@ -21,12 +21,12 @@ from typing import TYPE_CHECKING
 
 import httpx
 
-from .._otel_private import suppress_instrumentation
-from ..platform._http import user_agent
-from ._base import Deadline, Item, Outcome, as_deadline
+from prime_runs._otel_private import suppress_instrumentation
+from prime_runs._records.item import Deadline, Item, Outcome, as_deadline
+from prime_runs.platform._http import user_agent
 
 if TYPE_CHECKING:
-    from . import _traces_client
+    import prime_runs.platform._traces as _traces_client
 
 logger = logging.getLogger("prime_runs")
 
@@ -102,7 +102,7 @@ class TracesSink:
         self._transport = transport
         # prime-traces (and its pydantic models) loads here, when an online run builds
         # its traces sink: never on `import prime_runs` or for offline runs.
-        import prime_runs.exporters._traces_client as _traces_client
+        import prime_runs.platform._traces as _traces_client
 
         self._pt = _traces_client
         self._client: _traces_client.UploadClient | None = None

@@ -4,10 +4,10 @@ the legacy sample table. Internal to prime-runs; the public names are re-exporte
 
 from __future__ import annotations
 
-from ._http import PlatformClient
-from .environments import EnvironmentRef, dataset_name, resolve_environments
-from .lifecycle import OnlineLifecycle, Registration, RunDescription
-from .samples import AppendResult, SampleWriter
+from prime_runs.platform._http import PlatformClient
+from prime_runs.platform.environments import EnvironmentRef, dataset_name, resolve_environments
+from prime_runs.platform.lifecycle import OnlineLifecycle, Registration, RunDescription
+from prime_runs.platform.samples import AppendResult, SampleWriter
 
 __all__ = [
     "AppendResult",

@@ -27,10 +27,12 @@ from typing import Any, Protocol
 
 import httpx
 
-from .._json import encode_json  # refuses non-finite numbers locally, not as a 400
-from .._otel_private import suppress_instrumentation
-from .._version import __version__
-from ..errors import (
+from prime_runs._otel_private import suppress_instrumentation
+from prime_runs._records.jsonio import (
+    encode_json,  # refuses non-finite numbers locally, not as a 400
+)
+from prime_runs._version import __version__
+from prime_runs.errors import (
     APIError,
     APITimeoutError,
     ConfigurationError,
@@ -43,7 +45,7 @@ from ..errors import (
     UnauthorizedError,
     ValidationRejectedError,
 )
-from ..settings import Settings
+from prime_runs.settings import Settings
 
 logger = logging.getLogger("prime_runs")
 

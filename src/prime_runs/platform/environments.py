@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
-from ..errors import (
+from prime_runs.errors import (
     ConfigurationError,
     EnvironmentResolutionError,
     NotFoundError,
@@ -31,7 +31,7 @@ from ..errors import (
 )
 
 if TYPE_CHECKING:
-    from ._http import PlatformClient
+    from prime_runs.platform._http import PlatformClient
 
 
 @dataclass(frozen=True)

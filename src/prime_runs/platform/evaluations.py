@@ -16,12 +16,12 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING, Any
 
-from ..errors import APIError, ConflictError, PrimeRunsError
-from ..status import RunStatus
-from ._http import is_ambiguous
+from prime_runs.errors import APIError, ConflictError, PrimeRunsError
+from prime_runs.platform._http import is_ambiguous
+from prime_runs.status import RunStatus
 
 if TYPE_CHECKING:
-    from ._http import PlatformClient
+    from prime_runs.platform._http import PlatformClient
 
 logger = logging.getLogger("prime_runs")
 

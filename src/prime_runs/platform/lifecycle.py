@@ -15,12 +15,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import prime_runs.platform.evaluations as evaluations
-
-from ..errors import PrimeRunsError
-from ..settings import Settings
-from ..status import RunStatus
-from ._http import PlatformClient
-from .environments import dataset_name, resolve_environments
+from prime_runs.errors import PrimeRunsError
+from prime_runs.platform._http import PlatformClient
+from prime_runs.platform.environments import dataset_name, resolve_environments
+from prime_runs.settings import Settings
+from prime_runs.status import RunStatus
 
 logger = logging.getLogger("prime_runs")
 
@@ -28,7 +27,7 @@ logger = logging.getLogger("prime_runs")
 @dataclass(frozen=True)
 class RunDescription:
     """What a run is, as the producer described it. ``config`` is the captured config
-    (see :func:`prime_runs._runconfig.capture_config`)."""
+    (see :func:`prime_runs._runs.config.capture_config`)."""
 
     name: str | None
     environments: Sequence[object]

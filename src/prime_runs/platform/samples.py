@@ -16,7 +16,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from ..errors import (
+from prime_runs.errors import (
     APIError,
     ConflictError,
     PrimeRunsError,
@@ -24,10 +24,10 @@ from ..errors import (
     TransportError,
     ValidationRejectedError,
 )
-from ._http import Deadline, is_ambiguous
+from prime_runs.platform._http import Deadline, is_ambiguous
 
 if TYPE_CHECKING:
-    from ._http import PlatformClient
+    from prime_runs.platform._http import PlatformClient
 
 logger = logging.getLogger("prime_runs")
 

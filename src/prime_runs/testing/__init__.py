@@ -14,9 +14,9 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from ._records import RecordedRequest
-    from ._routes import ROUTES
-    from ._standin import StandInPlatform
+    from prime_runs.testing._records import RecordedRequest
+    from prime_runs.testing._routes import ROUTES
+    from prime_runs.testing._standin import StandInPlatform
 
 # Loaded on first use: the pytest plugin (a submodule) is imported by every pytest
 # session of every user who installs prime-runs, and must not start a server module then.

@@ -15,9 +15,9 @@ import sys
 import threading
 from types import FrameType
 
-from ._records import RecordedRequest
-from ._reply import TRACES_MODES, VARIANTS
-from ._standin import StandInPlatform
+from prime_runs.testing._records import RecordedRequest
+from prime_runs.testing._reply import TRACES_MODES, VARIANTS
+from prime_runs.testing._standin import StandInPlatform
 
 
 def main(argv: list[str] | None = None) -> int:

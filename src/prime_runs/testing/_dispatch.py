@@ -10,15 +10,15 @@ from collections.abc import Callable
 from http import HTTPStatus
 from urllib.parse import parse_qsl
 
-from .._json import decode_record
-from ._faults import Fault, FaultBook
-from ._platform_api import SAMPLES_BODY_LIMIT, PlatformApi
-from ._records import RecordedRequest
-from ._reply import Call, Reply, Settings, detail, traces_error
-from ._routes import TRACES_ROUTES, UNKNOWN, match
-from ._state import State
-from ._traces_api import TracesApi
-from ._validate import Invalid
+from prime_runs._records.jsonio import decode_record
+from prime_runs.testing._faults import Fault, FaultBook
+from prime_runs.testing._platform_api import SAMPLES_BODY_LIMIT, PlatformApi
+from prime_runs.testing._records import RecordedRequest
+from prime_runs.testing._reply import Call, Reply, Settings, detail, traces_error
+from prime_runs.testing._routes import TRACES_ROUTES, UNKNOWN, match
+from prime_runs.testing._state import State
+from prime_runs.testing._traces_api import TracesApi
+from prime_runs.testing._validate import Invalid
 
 #: Default error codes for injected traces failures when ``fail(code=None)``.
 _DEFAULT_TRACES_CODES = {

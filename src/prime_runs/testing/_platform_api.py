@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from ._reply import Call, Reply, Settings, detail
-from ._state import State, utc_now
-from ._validate import Invalid, body_object, check_fields, int_param
+from prime_runs.testing._reply import Call, Reply, Settings, detail
+from prime_runs.testing._state import State, utc_now
+from prime_runs.testing._validate import Invalid, body_object, check_fields, int_param
 
 #: The legacy samples API refuses bodies over 25 MiB (contract §5.2).
 SAMPLES_BODY_LIMIT = 26_214_400

@@ -6,7 +6,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from ._records import RecordedRequest
+from prime_runs.testing._records import RecordedRequest
 
 VARIANTS = ("N", "S", "S-ignore")
 TRACES_MODES = ("enabled", "service_not_enabled", "forbidden")

@@ -8,8 +8,8 @@ import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from ._dispatch import Dispatcher
-from ._reply import Reply
+from prime_runs.testing._dispatch import Dispatcher
+from prime_runs.testing._reply import Reply
 
 
 class _Handler(BaseHTTPRequestHandler):

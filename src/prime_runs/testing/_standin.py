@@ -7,13 +7,13 @@ from collections.abc import Callable, Iterable
 from types import TracebackType
 from typing import Any
 
-from ._dispatch import Dispatcher
-from ._faults import ANY, Fault, FaultBook
-from ._records import RecordedRequest
-from ._reply import TRACES_MODES, VARIANTS, Settings
-from ._routes import check_route
-from ._server import Server
-from ._state import Rejection, State, utc_now
+from prime_runs.testing._dispatch import Dispatcher
+from prime_runs.testing._faults import ANY, Fault, FaultBook
+from prime_runs.testing._records import RecordedRequest
+from prime_runs.testing._reply import TRACES_MODES, VARIANTS, Settings
+from prime_runs.testing._routes import check_route
+from prime_runs.testing._server import Server
+from prime_runs.testing._state import Rejection, State, utc_now
 
 
 class StandInPlatform:

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
-from ._records import RecordedRequest
+from prime_runs.testing._records import RecordedRequest
 
 
 def utc_now() -> str:

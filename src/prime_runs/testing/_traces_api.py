@@ -10,11 +10,11 @@ import time
 import zlib
 from typing import Any
 
-from .._json import decode_record
-from ._multipart import MultipartError, boundary_of, parse_multipart
-from ._records import RecordedRequest
-from ._reply import Call, Reply, Settings, traces_error
-from ._state import State, Upload
+from prime_runs._records.jsonio import decode_record
+from prime_runs.testing._multipart import MultipartError, boundary_of, parse_multipart
+from prime_runs.testing._records import RecordedRequest
+from prime_runs.testing._reply import Call, Reply, Settings, traces_error
+from prime_runs.testing._state import State, Upload
 
 MIB = 1024 * 1024
 MAX_UPLOAD_BYTES = 256 * MIB

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from ._reply import Call, Reply
+from prime_runs.testing._reply import Call, Reply
 
 
 class Invalid(Exception):

@@ -18,10 +18,10 @@ import pytest
 
 # Light on purpose (the variable names, the errors): pytest imports this module in every
 # session; the stand-in and the SDK load when a fixture is first used.
-from ..settings import ENV_VARIABLES
+from prime_runs.settings import ENV_VARIABLES
 
 if TYPE_CHECKING:
-    from ._standin import StandInPlatform
+    from prime_runs.testing._standin import StandInPlatform
 
 #: Variables ``prime_env`` removes before it sets its own, because they could leak from the
 #: developer's environment into a hermetic test: every one the SDK reads (a run to join
@@ -40,7 +40,7 @@ def pytest_configure(config: pytest.Config) -> None:
 @pytest.fixture
 def prime_platform(request: pytest.FixtureRequest) -> Iterator[StandInPlatform]:
     """A started stand-in platform, stopped after the test."""
-    from ._standin import StandInPlatform
+    from prime_runs.testing._standin import StandInPlatform
 
     marker = request.node.get_closest_marker("prime_platform")
     kwargs = dict(marker.kwargs) if marker is not None else {}

@@ -1,0 +1,259 @@
+"""One run's delivery: its ledger, a channel per sink, and the live path under
+OpenTelemetry's own ``BatchSpanProcessor``.
+
+Live, every record becomes a small span (the run id and the record's ledger handle; the
+payload stays beside it in the ledger) handed to the process's ``BatchSpanProcessor`` of each sink
+(``_pipeline``), whose
+exporter (``prime_runs.exporters``) claims the records from the ledger and delivers them
+through the sink's channel. The processor may drop on a full queue, swallow exceptions or
+clear its queue after a fork: the ledger still knows every record a sink has not settled. A
+live export catches up on the older ones no delivery holds (a full queue drops its oldest
+spans), and :meth:`Delivery.drain` (``flush()``/``finish()``) delivers whatever is left
+through the same channel, within the caller's deadline.
+"""
+
+from __future__ import annotations
+
+import logging
+import secrets
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+from opentelemetry.sdk.trace import ReadableSpan
+from opentelemetry.trace import SpanContext, TraceFlags
+
+import prime_runs._delivery.pipeline as _pipeline
+import prime_runs._delivery.registry as _registry
+from prime_runs import semconv
+from prime_runs._journal.archive import RunArchive
+from prime_runs._journal.ledger import Ledger
+from prime_runs._records.item import Item, Outcome, Sink
+from prime_runs.exporters._channel import Channel
+
+logger = logging.getLogger("prime_runs")
+
+# One delivery takes at most this much of a batch (a flush or finish too): a stalled
+# request then holds a bounded part of the run's records and their projected rows.
+BATCH_ITEMS = 2_000
+BATCH_BYTES = 4 * 1024 * 1024
+_POLL = 0.25  # how often a drain looks at the sinks' progress
+
+OutcomeHandler = Callable[[Channel, Outcome], None]
+
+
+class Delivery:
+    """Thread-safe. ``on_outcome``/``on_late`` account a settled delivery (journal acks,
+    counters); the ledger is updated here, after them."""
+
+    def __init__(
+        self,
+        run_id: str,
+        archive: RunArchive | None,
+        *,
+        on_outcome: OutcomeHandler,
+        on_late: OutcomeHandler,
+        on_retired: Callable[[Channel, int], None] | None = None,
+    ) -> None:
+        self.run_id = run_id
+        self._archive = archive
+        self._on_outcome = on_outcome
+        self._on_late = on_late
+        self._on_retired = on_retired
+        self.channels: dict[str, Channel] = {}
+        self._processors: dict[str, Any] = {}  # the process's, per sink (``_pipeline``)
+        self.ledger = Ledger((), archive)
+        self._trace_id = int.from_bytes(secrets.token_bytes(16), "big") or 1
+
+    def __repr__(self) -> str:
+        return f"Delivery({self.run_id!r}, sinks={list(self.channels)})"
+
+    # -- wiring ------------------------------------------------------------------------
+
+    def attach(self, sinks: list[Sink]) -> None:
+        """Deliver to ``sinks`` (called once, before the first record)."""
+        for sink in sinks:
+            self.channels[sink.name] = Channel(sink, on_outcome=self._settled, on_late=self._late)
+        self.ledger = Ledger(list(self.channels), self._archive)
+        if not self.channels:
+            return
+        _registry.register(self.run_id, self)
+        self._processors = {name: _pipeline.processor(name) for name in self.channels}
+
+    # -- the live path -----------------------------------------------------------------
+
+    def hand(self, item: Any, origin: tuple[int, int] | None = None) -> bool:
+        """Hold ``item`` (kind, data, key, problem, record_id, mapping, exact) for every open sink
+        and queue its span. False when it cannot be held (no journal, memory bound).
+        ``origin``: the raw span (id, event index or -1) the record came from."""
+        open_ = [c.name for c in self.channels.values() if c.retired is None]
+        if not open_:
+            return True
+        ref = self.ledger.add(*item, sinks=open_)
+        if ref is None:
+            return False
+        if origin is not None:
+            _registry.note_origin(origin, self, ref)
+        span = ReadableSpan(
+            name=item[0],
+            # Sampled whatever the user's head sampler says: delivery never depends on it.
+            context=SpanContext(self._trace_id, ref + 1, False, TraceFlags(TraceFlags.SAMPLED)),
+            attributes={semconv.RUN_ID: self.run_id, semconv.RECORD_REF: ref},
+            resource=_pipeline.RESOURCE,
+        )
+        _pipeline.hand(span, [self._processors[n] for n in open_ if n in self._processors])
+        return True
+
+    def export(self, sink: str, refs: list[int], until: float) -> bool:
+        """Deliver the records ``refs`` to ``sink`` (an exporter's ``export``), then the older
+        ones the span queue dropped, until ``until`` (``time.monotonic()``); False when some
+        of them are not stored (yet): they stay owed, for the next export or flush."""
+        channel = self.channels.get(sink)
+        if channel is None:
+            return True
+        limits = {"max_items": BATCH_ITEMS, "max_bytes": BATCH_BYTES}
+        remaining = iter(refs)  # each claim takes the next requests' worth
+        claim = lambda: self.ledger.claim(sink, remaining, **limits)  # noqa: E731
+        ok = self._deliver_claims(channel, claim, until)
+        if refs and time.monotonic() < until:
+            # A full queue drops its oldest spans. Their records are older than this batch's
+            # newest and no delivery holds them: deliver them now, not at flush/finish.
+            newest = max(refs)
+            caught_up = self._deliver_claims(
+                channel, lambda: self.ledger.claim_dropped(sink, newest, **limits), until
+            )
+            ok = caught_up and ok
+        return ok
+
+    def _deliver_claims(
+        self, channel: Channel, claim: Callable[[], list[Item]], until: float
+    ) -> bool:
+        """Deliver what ``claim`` gives until it gives nothing or ``until`` passes (and the
+        records the channel keeps for a resend); False when some are not stored (yet)."""
+        items = claim()
+        if not items and not channel.held():
+            return True
+        ok = True
+        while True:
+            outcome = channel.deliver(items, until)
+            ok = ok and not outcome.unsent
+            if time.monotonic() >= until:
+                return False  # out of time: what is left stays owed
+            items = claim()
+            if not items:
+                return ok and not channel.held()
+
+    # -- outcomes ----------------------------------------------------------------------
+
+    def _settled(self, channel: Channel, outcome: Outcome) -> None:
+        try:
+            self._on_outcome(channel, outcome)
+        finally:
+            self._settle_ledger(channel.name, outcome)
+        if outcome.retire is not None:
+            # What still waits for the sink will not reach it during the run (the journal
+            # keeps it for `prime-runs sync`): counted now, as the old queue's leftovers were.
+            left = self.ledger.abandon(channel.name)
+            if left and self._on_retired is not None:
+                self._on_retired(channel, left)
+
+    def _late(self, channel: Channel, outcome: Outcome) -> None:
+        self._on_late(channel, outcome)
+
+    def _settle_ledger(self, sink: str, outcome: Outcome) -> None:
+        done = [*outcome.acked, *outcome.skipped]
+        done += [item for item, _ in outcome.rejected]
+        done += [item for item, _ in outcome.unsent]
+        self.ledger.settle(sink, done)
+        if outcome.retry:  # not kept by the channel: another delivery may take them
+            self.ledger.release(sink, outcome.retry)
+
+    # -- flush and finish --------------------------------------------------------------
+
+    def pending(self) -> int:
+        return sum(self.ledger.waiting(name) for name in self.channels)
+
+    def drain(
+        self,
+        until: float,
+        *,
+        started: float | None = None,
+        stored_any: Callable[[], bool] | None = None,
+        silent_after: float = 0.0,
+    ) -> bool:
+        """Deliver every record a sink has not settled, until ``until``. True when it gave
+        up early because the platform stored nothing during the whole run (``stored_any``)
+        for ``silent_after`` seconds since ``started`` while records were pending."""
+        threads = [
+            threading.Thread(
+                target=self._drain_one, args=(c, until), name=f"prime-runs-{c.name}", daemon=True
+            )
+            for c in self.channels.values()
+            if c.retired is None and (self.ledger.waiting(c.name) or c.held())
+        ]
+        try:
+            for thread in threads:
+                thread.start()
+        except RuntimeError:
+            # Interpreter shutdown (Python 3.12+ refuses new threads in exit hooks): the
+            # sinks are served one after the other on this thread instead.
+            for channel in self.channels.values():
+                if channel.retired is None:
+                    self._drain_one(channel, until)
+            return False
+        while any(t.is_alive() for t in threads):
+            now = time.monotonic()
+            if now >= until:
+                return False
+            if started is not None and stored_any is not None and now - started >= silent_after:
+                if not stored_any():
+                    self.stop_by(now)
+                    return True
+            for thread in threads:
+                thread.join(max(0.0, min(until, now + _POLL) - time.monotonic()))
+        return False
+
+    def _drain_one(self, channel: Channel, until: float) -> None:
+        name = channel.name
+        while time.monotonic() < until and channel.retired is None:
+            items = self.ledger.claim(name, max_items=BATCH_ITEMS, max_bytes=BATCH_BYTES)
+            if items or channel.held():
+                channel.deliver(items, until)
+            elif self.ledger.waiting(name):
+                # Claimed by a live export in flight: wait for it to settle.
+                self.ledger.wait_change(min(_POLL, until - time.monotonic()))
+            else:
+                return
+
+    def stop_by(self, at: float) -> None:
+        for channel in self.channels.values():
+            channel.stop_by(at)
+
+    def platform_down(self) -> bool:
+        """Every sink that matters stopped after repeated transient failures."""
+        relevant = [c for c in self.channels.values() if not c.quiet]
+        return bool(relevant) and all(c.failing for c in relevant)
+
+    def taken_over(self) -> dict[str, int]:
+        """Per sink, records a flush or finish delivered that the live queue never had."""
+        return dict(self.ledger.taken_over)
+
+    def close(self) -> dict[str, int]:
+        """Stop every sink; per sink, how many records it never settled."""
+        left: dict[str, int] = {}
+        for name, channel in self.channels.items():
+            channel.close()
+            n = self.ledger.close(name)
+            if n:
+                left[name] = n
+        _registry.unregister(self.run_id, self)
+        _registry.forget_origins(self)
+        return left
+
+    def after_fork(self) -> None:
+        """In a forked child: the parent's records are the parent's; the processors reset
+        themselves (OpenTelemetry clears their queues in the child)."""
+        self.ledger.after_fork()
+        for channel in self.channels.values():
+            channel.after_fork()

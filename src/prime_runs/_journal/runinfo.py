@@ -1,0 +1,353 @@
+"""What a run folder in the local archive says about its run: identity, status (with a
+liveness check of the process that owns it), and what is still to upload or close.
+
+Read-only and cheap enough for ``prime-runs ls`` over many runs: records are counted,
+never decoded. ``prime-runs sync`` recomputes the exact pending sets itself.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from prime_runs._journal.archive import (
+    REJECTED,
+    RUN_FILE,
+    SKIPPED,
+    STATUS_FILE,
+    RunArchive,
+    list_runs,
+    settled_name,
+)
+from prime_runs._journal.nofollow import links_in, open_for_reading
+from prime_runs.status import RunStatus
+
+TRACES = "traces"
+SAMPLES = "eval_samples"
+SINKS = (TRACES, SAMPLES)
+SINK_LABELS = {TRACES: "traces", SAMPLES: "samples"}
+EPISODE_KIND = "episode"
+
+# Allowance for the coarse boot-time clock when telling a reused pid from the owner.
+_START_SLACK = 2.0
+
+
+@dataclass
+class RunInfo:
+    """One archived run as ``ls``/``show``/``sync`` see it."""
+
+    archive: RunArchive
+    description: dict[str, Any]
+    status_doc: dict[str, Any]
+    sync_doc: dict[str, Any]
+    records: dict[str, int]  # kind -> complete lines
+    acked: dict[str, int]  # sink -> records it stored
+    settled: dict[str, dict[str, int]]  # sink -> {"rejected"|"skipped": n}
+    owner_alive: bool
+    sinks: tuple[str, ...]
+    pending: dict[str, int] = field(default_factory=dict)  # sink -> records still to upload
+    # Why status.json cannot be used (missing, not JSON, wrong types, unknown status); the
+    # run then counts as dead and unfinished: sync closes it as crashed, naming this.
+    status_problem: str | None = None
+    links: list[str] = field(default_factory=list)  # symbolic links in the folder, not read
+
+    @property
+    def run_id(self) -> str:
+        return self.archive.run_id
+
+    @property
+    def name(self) -> str:
+        return str(self.description.get("name") or self.run_id)
+
+    @property
+    def mode(self) -> str:
+        return str(self.description.get("mode") or "?")
+
+    @property
+    def joined(self) -> bool:
+        """A folder written only by a process that joined a run owned elsewhere."""
+        return bool(self.description.get("joined")) and not self.status_doc
+
+    @property
+    def platform(self) -> dict[str, Any]:
+        """``{"id", "url"}`` on the platform, once the run has one."""
+        for source in (self.sync_doc, self.description):
+            value = source.get("platform")
+            if isinstance(value, dict) and isinstance(value.get("id"), str) and value["id"]:
+                return value
+        if self.mode == "online":  # an online run's folder is named by its platform id
+            return {"id": self.run_id, "url": None}
+        return {}
+
+    @property
+    def total_records(self) -> int:
+        return sum(self.records.values())
+
+    @property
+    def recorded_status(self) -> str | None:
+        value = self.status_doc.get("status")
+        return value if isinstance(value, str) else None
+
+    @property
+    def running(self) -> bool:
+        """The owner says it is running (or its status cannot be read) and its process is
+        alive."""
+        status_says = self.status_problem or self.recorded_status == RunStatus.RUNNING.value
+        return bool(status_says) and self.owner_alive
+
+    @property
+    def status_label(self) -> str:
+        if self.status_problem:
+            return "invalid"
+        status = self.recorded_status
+        if status is None:
+            return "joined" if self.joined else "unknown"
+        if status == RunStatus.RUNNING.value and not self.owner_alive:
+            return "crashed?"  # the owner died without finishing; sync closes it as crashed
+        return status
+
+    @property
+    def closed(self) -> bool:
+        return bool(self.status_doc.get("closed"))
+
+    @property
+    def needs_close(self) -> bool:
+        """The run's owner never closed it on the platform and can no longer do so."""
+        if self.status_problem:
+            return not self.running
+        return not (self.joined or not self.status_doc or self.closed or self.running)
+
+    @property
+    def needs_sync(self) -> bool:
+        return not self.running and (any(self.pending.values()) or self.needs_close)
+
+    @property
+    def mean_reward(self) -> float | None:
+        summary = self.status_doc.get("summary")
+        value = summary.get("avg_reward") if isinstance(summary, dict) else None
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            try:
+                number = float(value)
+            except OverflowError:  # an integer too large for a float: bad input, not shown
+                return None
+            return number if math.isfinite(number) else None  # 1e400 reads as inf
+        return None
+
+    def pending_text(self) -> str:
+        """``-`` when nothing is left, else e.g. ``20 traces, 20 samples, close``."""
+        parts = [f"{n} {SINK_LABELS[sink]}" for sink, n in self.pending.items() if n]
+        if self.needs_close:
+            parts.append("close")
+        return ", ".join(parts) if parts else "-"
+
+
+def sinks_of(description: dict[str, Any]) -> tuple[str, ...]:
+    """The sinks a run uploads to: what run.json names (``"sinks"``), else both."""
+    named = description.get("sinks")
+    if isinstance(named, list):
+        return tuple(s for s in SINKS if s in named)
+    return SINKS
+
+
+def inspect(archive: RunArchive) -> RunInfo:
+    description = archive.description()
+    status_doc, problem = read_status(archive, joined=bool(description.get("joined")))
+    records = archive.count_records()
+    acks = archive.acknowledged()
+    sinks = sinks_of(description)
+    acked = {sink: len(acks.get(sink, ())) for sink in sinks}
+    settled = {
+        sink: {how: len(acks.get(settled_name(sink, how), ())) for how in (REJECTED, SKIPPED)}
+        for sink in sinks
+    }
+    info = RunInfo(
+        archive=archive,
+        description=description,
+        status_doc=status_doc,
+        sync_doc=archive.sync_state(),
+        records=records,
+        acked=acked,
+        settled=settled,
+        owner_alive=owner_alive(archive, status_doc),
+        sinks=sinks,
+        status_problem=problem,
+        links=links_in(archive.path),
+    )
+    if problem:
+        info.status_doc = {}  # nothing in it is trusted
+        if problem == MISSING_STATUS and _just_created(description):
+            info.owner_alive = True  # init() writes run.json a moment before status.json
+    total = info.total_records
+    episodes = records.get(EPISODE_KIND, 0)
+    for sink in sinks:
+        # Only episodes become sample rows (a bare trace is settled as skipped by sync).
+        base = total if sink == TRACES else episodes
+        done = acked[sink] + sum(settled[sink].values())
+        info.pending[sink] = max(0, base - done)
+    return info
+
+
+_STATUS_TYPES: dict[str, tuple[type, ...]] = {
+    "pid": (int, type(None)),
+    "closed": (bool, type(None)),
+    "summary": (dict, type(None)),
+    "error": (str, type(None)),
+    "finished_at": (int, float, type(None)),
+}
+
+
+MISSING_STATUS = "status.json is missing"
+_STARTING = 60.0  # seconds after run.json's created_at a missing status.json may yet appear
+
+
+def _just_created(description: dict[str, Any]) -> bool:
+    created = description.get("created_at")
+    if not isinstance(created, (int, float)) or isinstance(created, bool):
+        return False
+    return abs(time.time() - created) < _STARTING
+
+
+def read_status(archive: RunArchive, *, joined: bool) -> tuple[dict[str, Any], str | None]:
+    """status.json and, when it cannot be used, why. A folder only a joined process wrote
+    has none (that is not a problem); the owner writes it before any record."""
+    try:
+        with open_for_reading(archive.path / STATUS_FILE) as f:
+            doc = json.loads(f.read())
+    except FileNotFoundError:
+        return {}, None if joined else MISSING_STATUS
+    except OSError as exc:
+        if (archive.path / STATUS_FILE).is_symlink():
+            return {}, "status.json is a symbolic link (not followed); replace it with the file"
+        return {}, f"status.json cannot be read ({exc.strerror})"
+    except (ValueError, RecursionError):
+        return {}, "status.json is not valid JSON"
+    if not isinstance(doc, dict):
+        return {}, "status.json does not hold a JSON object"
+    status = doc.get("status")
+    allowed = [s.value for s in RunStatus]
+    if status not in allowed:
+        return doc, f"status.json: status {status!r} is not one of {', '.join(allowed)}"
+    for key, types in _STATUS_TYPES.items():
+        value = doc.get(key)
+        if not isinstance(value, types) or (key == "pid" and isinstance(value, bool)):
+            return doc, f"status.json: {key} has the wrong type ({type(value).__name__})"
+    return doc, None
+
+
+def owner_alive(archive: RunArchive, status_doc: dict[str, Any]) -> bool:
+    """Whether the process that owns the run (status.json ``pid``) still runs."""
+    try:
+        since = (archive.path / STATUS_FILE).stat().st_mtime
+    except OSError:
+        since = None
+    return pid_alive(status_doc.get("pid"), since=since)
+
+
+def pid_alive(pid: object, *, since: float | None = None) -> bool:
+    """Whether process ``pid`` runs. ``since``: a time the process was known to be alive; a
+    process with that pid started later is a different one (the pid was reused). Zombies
+    count as dead. Where liveness cannot be checked, the answer is True (never close a run
+    that may still be live)."""
+    if not isinstance(pid, int) or isinstance(pid, bool) or pid <= 0:
+        return False
+    if pid == os.getpid():
+        return True
+    if os.name == "nt":  # os.kill would terminate the process there
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass  # alive, owned by someone else
+    except OSError:
+        return False
+    stat = _proc_stat(pid)
+    if stat is not None:
+        state, started = stat
+        if state in ("Z", "X"):
+            return False
+        if since is not None and started is not None and started > since + _START_SLACK:
+            return False
+    return True
+
+
+def _proc_stat(pid: int) -> tuple[str, float | None] | None:
+    """(state, start time as a Unix time) from /proc where there is one."""
+    try:
+        text = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    fields = text[text.rfind(")") + 2 :].split()
+    if not fields:
+        return None
+    started = None
+    try:
+        ticks = int(fields[19])
+        boot = _boot_time()
+        if boot is not None:
+            started = boot + ticks / os.sysconf("SC_CLK_TCK")
+    except (IndexError, ValueError, OSError):
+        started = None
+    return fields[0], started
+
+
+def _boot_time() -> float | None:
+    try:
+        for line in Path("/proc/stat").read_text().splitlines():
+            if line.startswith("btime "):
+                return float(line.split()[1])
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
+
+
+class RunNotFound(LookupError):
+    """``RUN`` names no single run; the message says what was found instead."""
+
+
+def lookup_run(root: Path, ref: str) -> RunArchive:
+    """A run by folder path, by id under ``root``, by platform id, or by a unique id prefix.
+    Raises ``RunNotFound`` with a message for the user (an ambiguous prefix lists its
+    matches; a folder that is not a run says so)."""
+    path = Path(ref)
+    if (path / RUN_FILE).is_file():
+        return RunArchive(path)
+    direct = Path(root) / ref
+    if ref and (direct / RUN_FILE).is_file():
+        return RunArchive(direct)
+    if path.is_dir():
+        raise RunNotFound(f"{ref} is a folder but not a run folder (it has no {RUN_FILE})")
+    if os.sep in ref or (os.altsep and os.altsep in ref) or not ref:
+        raise RunNotFound(f"no run folder at {ref}")
+    runs = list_runs(root)
+    for archive in runs:
+        for doc in (archive.sync_state(), archive.description()):
+            platform = doc.get("platform")
+            if isinstance(platform, dict) and platform.get("id") == ref:
+                return archive
+    prefixed = [a for a in runs if a.run_id.startswith(ref)]
+    if len(prefixed) == 1:
+        return prefixed[0]
+    if prefixed:
+        shown = "\n  ".join(a.run_id for a in prefixed[:20])
+        more = f"\n  ... and {len(prefixed) - 20} more" if len(prefixed) > 20 else ""
+        raise RunNotFound(
+            f"{ref!r} matches {len(prefixed)} runs under {root}; give more of the id:"
+            f"\n  {shown}{more}"
+        )
+    raise RunNotFound(
+        f"no run {ref!r} under {root} (RUN is a run folder path, a run id or a unique prefix "
+        "of one, or the platform id of a synced run; `prime-runs ls` lists the runs)"
+    )
+
+
+def format_time(value: object) -> str:
+    if not isinstance(value, (int, float)) or isinstance(value, bool):
+        return "-"
+    return time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(value))

@@ -1,0 +1,1 @@
+"""Records: the typed record on its way to the sinks, its encoding and checks."""

@@ -1,0 +1,173 @@
+"""Turning a producer's record into the bytes every sink shares.
+
+A record is encoded exactly once, on the producer's thread, already stamped
+with the run (design §4.4): the journal, the Prime Traces line and the v0
+sample row all reuse these bytes, and the producer may mutate its object as
+soon as ``log_episodes`` returns.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, is_dataclass
+from typing import Any
+
+from prime_runs._records.jsonio import encode_record_marked
+from prime_runs.errors import RecordError
+
+EPISODE = "episode"
+TRACE = "trace"
+
+
+@dataclass(frozen=True, slots=True)
+class Encoded:
+    """One record, encoded and stamped. ``data`` is compact JSON without a newline."""
+
+    kind: str  # EPISODE or TRACE
+    data: bytes
+    record: Mapping[str, Any]  # the producer's mapping (unstamped); read, never mutated
+    restamped: bool  # the record named a different run id, replaced on the copy
+    problem: str | None  # what Prime Traces would reject in it (checked before sending)
+    owned: bool = False  # ``record`` came from to_record(): nobody else holds it
+    exact: bool = False  # orjson wrote ``data``: it decodes exactly without a scan (see _json)
+
+    def for_delivery(self, key: object) -> tuple[Any, ...]:
+        """What the run's delivery holds for the record (``Delivery.hand``): the decoded
+        mapping only when nobody else holds it, so a producer's later change cannot leak."""
+        mapping = self.record if self.owned else None
+        ident = record_id(self.record)
+        return (self.kind, self.data, key, self.problem, ident, mapping, self.exact)
+
+
+def to_mapping(record: object) -> Mapping[str, Any]:
+    """The record as a mapping: a mapping itself, or what ``to_record()`` returns."""
+    if isinstance(record, Mapping):
+        return record
+    to_record = getattr(record, "to_record", None)
+    if not callable(to_record):
+        hint = (
+            "; for a dataclass, log dataclasses.asdict(obj)"
+            if is_dataclass(record)
+            else " (verifiers Episode/Trace objects do)"
+        )
+        raise RecordError(
+            f"cannot log this {type(record).__name__} object: a record must be a mapping or "
+            f"have a to_record() method{hint}"
+        )
+    value = to_record()
+    if not isinstance(value, Mapping):
+        raise RecordError(
+            f"{type(record).__name__}.to_record() returned a {type(value).__name__}, "
+            "expected a mapping"
+        )
+    return value
+
+
+def kind_of(record: Mapping[str, Any]) -> str:
+    """An episode is a record with a ``traces`` key; anything else is a bare trace."""
+    return EPISODE if "traces" in record else TRACE
+
+
+def _stamp_run(run: object, run_id: str, run_type: str) -> tuple[dict[str, Any], bool]:
+    if isinstance(run, Mapping):
+        changed = run.get("id") not in (None, run_id)
+        stamped = dict(run)
+        stamped["id"] = run_id
+        stamped["type"] = run_type
+        return stamped, changed
+    return {"id": run_id, "type": run_type}, False
+
+
+def stamp(record: Mapping[str, Any], run_id: str, run_type: str) -> tuple[dict[str, Any], bool]:
+    """A shallow copy of ``record`` with ``run.id``/``run.type`` set on it and its members.
+
+    Other ``run`` keys (``name``, ``work``) are kept; a member without a ``run``
+    gets the envelope's. Returns the copy and whether a different run id was replaced.
+    """
+    copy = dict(record)
+    run, replaced = _stamp_run(record.get("run"), run_id, run_type)
+    copy["run"] = run
+    traces = record.get("traces")
+    if isinstance(traces, list):
+        members = []
+        for member in traces:
+            if isinstance(member, Mapping):
+                member_copy = dict(member)
+                if "run" in member:
+                    member_copy["run"], member_replaced = _stamp_run(
+                        member["run"], run_id, run_type
+                    )
+                    replaced = replaced or member_replaced
+                else:
+                    member_copy["run"] = run
+                members.append(member_copy)
+            else:
+                members.append(member)
+        copy["traces"] = members
+    return copy, replaced
+
+
+def encode(record: object, run_id: str, run_type: str) -> Encoded:
+    """Encode one record for every sink. Raises ``RecordError`` for bad input."""
+    mapping = to_mapping(record)
+    stamped, replaced = stamp(mapping, run_id, run_type)
+    try:
+        data, exact = encode_record_marked(stamped)
+        # orjson's buffer has room to spare (about 1.6x on these records); the ledger may
+        # hold thousands of records, so they are kept at their exact size.
+        data = bytes(memoryview(data))
+    except RecursionError as exc:
+        raise RecordError(
+            "record is nested too deeply to encode as JSON here (past Python's recursion "
+            "limit); keep it a few hundred levels deep at most, or store a deep value as a "
+            "JSON string"
+        ) from exc
+    except (TypeError, ValueError) as exc:
+        raise RecordError(
+            f"record is not JSON-serializable ({exc}); records must hold only strings, "
+            "numbers, booleans, None, lists and mappings with string keys: convert the value "
+            "first (a datetime with .isoformat() or .timestamp(), a set with list())"
+        ) from exc
+    kind = kind_of(mapping)
+    owned = not isinstance(record, Mapping)
+    problem = traces_problem(kind, stamped)
+    if problem is not None and "sample_id" not in mapping:
+        # Refused now, online and offline alike, rather than by the platform at upload or
+        # `prime-runs sync` time. A finished v0 sample row (``sample_id``) is no trace: it
+        # still goes to the sample table, and Prime Traces counts it as not stored.
+        raise RecordError(f"{problem} (see docs/records.md)")
+    return Encoded(kind, data, mapping, replaced, problem, owned, exact)
+
+
+def traces_problem(kind: str, record: Mapping[str, Any]) -> str | None:
+    """What Prime Traces would reject in this record (None if fine): the one check of the
+    rules docs/records.md lists, applied when a record is logged (online and offline), by
+    the live exporter and by ``prime-runs sync``. Each message names the fix."""
+    if not isinstance(record.get("id"), str) or not record.get("id"):
+        return (
+            "invalid_trace: the record needs a non-empty string `id`; give each record a "
+            "unique one (verifiers uses uuid.uuid4().hex)"
+        )
+    if kind == EPISODE:
+        traces = record.get("traces")
+        if not isinstance(traces, (list, tuple)):  # a tuple is written as a JSON array
+            return "invalid_trace: an episode's `traces` must be a list (possibly empty)"
+        for member in traces:
+            if not isinstance(member, Mapping) or not isinstance(member.get("id"), str):
+                return "invalid_trace: every member trace needs a string `id`; give it one"
+        return None
+    timing = record.get("timing")
+    start = timing.get("start") if isinstance(timing, Mapping) else None
+    if isinstance(start, bool) or not isinstance(start, (int, float)):
+        return (
+            "invalid_trace: a trace needs a numeric `timing.start` (seconds since the epoch, "
+            "e.g. time.time() when the rollout started); a record with a `traces` list is "
+            "an episode and needs none"
+        )
+    return None
+
+
+def record_id(record: Any) -> str | None:
+    """The record's ``id`` when it is a string (for messages and keys), else None."""
+    value = record.get("id") if isinstance(record, Mapping) else None
+    return value if isinstance(value, str) else None

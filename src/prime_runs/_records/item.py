@@ -1,0 +1,121 @@
+"""What a sink is: something that stores a batch of encoded records and says what landed."""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from prime_runs._journal.archive import RecordKey
+
+
+@dataclass(frozen=True, slots=True)
+class Item:
+    """One encoded record on its way to the sinks. Shared (not copied) between sinks."""
+
+    kind: str  # "episode" | "trace"
+    data: bytes  # compact JSON, stamped with the run, no newline
+    key: RecordKey | None  # where the journal holds it (None with the journal off)
+    problem: str | None = None  # why Prime Traces would reject it, found before sending
+    record_id: str | None = None  # for error messages
+    # The decoded record, when the SDK owns it (a fresh to_record() result) and the queue
+    # is short: the sample projection then skips decoding ``data`` again. Never mutated.
+    mapping: Any = None
+    ref: int | None = None  # the run's handle for the record in flight (see ``_ledger``)
+    exact: bool = False  # orjson wrote ``data``: decoding it needs no scan (see ``_json``)
+
+
+@dataclass
+class Outcome:
+    """What happened to one batch handed to a sink.
+
+    Every item of the batch ends up in exactly one of ``acked``, ``rejected``,
+    ``unsent``, ``retry`` or ``skipped``.
+    """
+
+    acked: list[Item] = field(default_factory=list)
+    # Rejected for their own sake: resending the same bytes cannot succeed (the platform
+    # refused the record, or a local check did). Final: `prime-runs sync` skips them.
+    rejected: list[tuple[Item, str]] = field(default_factory=list)
+    # Not stored because the sink stopped for the run (retired): a loss now, but the
+    # records stay pending in the journal for `prime-runs sync`.
+    unsent: list[tuple[Item, str]] = field(default_factory=list)
+    # Not stored because of a transient failure (or not attempted): worth another try later.
+    retry: list[Item] = field(default_factory=list)
+    retry_reason: str | None = None
+    retry_after: float | None = None
+    # Sink-wide permanent failure: stop using this sink for the run.
+    retire: str | None = None
+    # The sink switched itself off without it being a loss (e.g. service not enabled).
+    quiet: bool = False
+    # Items the sink does not store at all (no projection): not a loss.
+    skipped: list[Item] = field(default_factory=list)
+    # Settled after the channel was closed: the counters already hold these items as
+    # unsent, so only the archive may learn about what landed.
+    late: bool = False
+    # A request got no answer (a timeout, a dropped connection): the platform may still
+    # store what it carried, some time later.
+    in_doubt: bool = False
+
+
+class Deadline:
+    """A point in ``time.monotonic()`` time that the owner may bring forward.
+
+    A sink waits between retries with :meth:`sleep`, so ``finish()`` cutting the
+    deadline wakes it at once instead of after a long back-off.
+    """
+
+    def __init__(self, at: float) -> None:
+        self._at = at
+        self._cut = threading.Event()
+
+    def __repr__(self) -> str:
+        return f"Deadline(left={self.left():.3f})"
+
+    @property
+    def at(self) -> float:
+        return self._at
+
+    def left(self) -> float:
+        return self._at - time.monotonic()
+
+    def expired(self) -> bool:
+        return self.left() <= 0
+
+    def cut(self, at: float) -> None:
+        """Bring the deadline forward to ``at`` (never back) and wake any sleeper."""
+        if at < self._at:
+            self._at = at
+        self._cut.set()
+
+    def sleep(self, seconds: float) -> bool:
+        """Wait ``seconds`` unless the deadline comes first (it may be cut meanwhile).
+        True when the full wait ran and time is left."""
+        end = time.monotonic() + seconds
+        while True:
+            now = time.monotonic()
+            if self._at <= now:
+                return False
+            if end <= now:
+                return True
+            self._cut.wait(min(end, self._at) - now)
+            self._cut.clear()
+
+
+def as_deadline(deadline: float | Deadline) -> Deadline:
+    return deadline if isinstance(deadline, Deadline) else Deadline(deadline)
+
+
+class Sink(Protocol):
+    name: str
+
+    def export(self, items: list[Item], deadline: float | Deadline) -> Outcome:
+        """Store ``items`` before ``deadline`` (``time.monotonic()``). Never raises."""
+        ...
+
+    def close(self) -> None: ...
+
+    def after_fork(self) -> None:
+        """Drop inherited connections without closing them (they belong to the parent)."""
+        ...

@@ -1,0 +1,161 @@
+"""A run's loss and delivery accounting: the counters, their part of ``status.json``, and the
+one warning per kind of loss that ``finish()`` gives."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from dataclasses import dataclass, field
+from typing import Any
+
+from prime_runs._records.item import Outcome
+
+logger = logging.getLogger("prime_runs")
+
+
+@dataclass
+class Counters:
+    """Loss and delivery accounting, per sink where it matters. It owns its lock: every
+    change goes through a method here (reads of a single count need no lock)."""
+
+    logged: int = 0
+    dropped: int = 0  # queue full: reached no sink during the run (still archived)
+    invalid: int = 0  # bad input, or logged after finish(): never logged at all
+    failed: dict[str, int] = field(default_factory=dict)
+    acked: dict[str, int] = field(default_factory=dict)
+    skipped: dict[str, int] = field(default_factory=dict)
+    traces_episodes_written: int = 0
+    restamped: int = 0  # records that named another run id (their copies carry this one)
+    unjournaled: int = 0  # records the journal could not hold (disk full, size limit, link)
+    late: int = 0  # records refused because they were logged after finish() began
+    errors: list[str] = field(default_factory=list)
+    # Records flush()/finish() delivered from the ledger that no live export had sent
+    # (still queued, or waiting behind a slow platform): informational, not a loss.
+    taken_over: dict[str, int] = field(default_factory=dict)
+    lock: threading.RLock = field(default_factory=threading.RLock, repr=False, compare=False)
+
+    @staticmethod
+    def add(counter: dict[str, int], key: str, n: int) -> None:
+        counter[key] = counter.get(key, 0) + n
+
+    def count(self, name: str, n: int = 1) -> int:
+        """Add ``n`` to the plain count ``name`` (``logged``, ``invalid``, ``unjournaled``,
+        ``restamped``, ``dropped``); its new value."""
+        with self.lock:
+            value = getattr(self, name) + n
+            setattr(self, name, value)
+            return value
+
+    def count_sink(self, kind: str, sink: str, n: int = 1) -> None:
+        """Add ``n`` to the per-sink count ``kind`` (``failed``, ``skipped``)."""
+        with self.lock:
+            self.add(getattr(self, kind), sink, n)
+
+    def count_logged(self, *, held: bool, retired: list[tuple[str, bool]]) -> None:
+        """One record logged online: ``held`` (False: it reaches no sink), and the sinks
+        that had stopped for the run, as ``(name, quiet)``."""
+        with self.lock:
+            self.logged += 1
+            if not held:
+                self.dropped += 1
+            for name, quiet in retired:
+                # A retired sink's refusal is that sink's failure (or a quiet skip).
+                self.add(self.skipped if quiet else self.failed, name, 1)
+
+    def count_late(self, records: int) -> int:
+        """Records refused because they came after finish() began; the total so far."""
+        with self.lock:
+            self.late += records
+            self.invalid += records
+            return self.late
+
+    def note_error(self, message: str, replace: int | None = None) -> int:
+        """Append ``message`` to ``errors`` (or replace entry ``replace``); its index."""
+        with self.lock:
+            if replace is not None and replace < len(self.errors):
+                self.errors[replace] = message
+                return replace
+            self.errors.append(message)
+            return len(self.errors) - 1
+
+    def note_taken_over(self, counts: dict[str, int]) -> None:
+        with self.lock:
+            self.taken_over = {sink: n for sink, n in counts.items() if n}
+
+    def stored_any(self) -> bool:
+        with self.lock:
+            return any(self.acked.values())
+
+    def count_outcome(self, sink: str, outcome: Outcome) -> None:
+        """Count one settled batch of ``sink``."""
+        with self.lock:
+            self._count_outcome(sink, outcome)
+
+    def _count_outcome(self, sink: str, outcome: Outcome) -> None:
+        if outcome.acked:
+            self.add(self.acked, sink, len(outcome.acked))
+            if sink == "traces":
+                self.traces_episodes_written += sum(1 for i in outcome.acked if i.kind == "episode")
+        if outcome.skipped:
+            self.add(self.skipped, sink, len(outcome.skipped))
+        if outcome.rejected or outcome.unsent:
+            self.add(self.failed, sink, len(outcome.rejected) + len(outcome.unsent))
+
+    def status_fields(self) -> dict[str, Any]:
+        """The counts ``status.json`` records."""
+        return {
+            "logged": self.logged,
+            "acked": dict(self.acked),
+            "failed": dict(self.failed),
+            "dropped": self.dropped,
+            "invalid": self.invalid,
+            "unjournaled": self.unjournaled,
+            # Per sink: what no live export had sent, which flush() or finish() sent instead
+            # (not a loss; a large number means the platform was slow near the end).
+            "sent_by_flush": dict(self.taken_over),
+        }
+
+    def warn_losses(self, *, run_id: str, where: str, online: bool) -> None:
+        """One warning per kind of loss; ``where`` names the archive (or is empty)."""
+        if self.restamped:
+            logger.warning(
+                "prime-runs: %d records named a different run id; their uploaded copies carry "
+                "this run's id %s",
+                self.restamped,
+                run_id,
+            )
+        if self.invalid:
+            logger.warning(
+                "prime-runs: %d records were not logged: %d refused as bad input and %d "
+                "logged after finish() (run.errors says why each was refused)",
+                self.invalid,
+                self.invalid - self.late,
+                self.late,
+            )
+        if self.unjournaled:
+            logger.warning(
+                "prime-runs: %d records could not be written to the run's journal%s (see "
+                "run.errors); %s",
+                self.unjournaled,
+                where,
+                "they were sent to the platform but sync cannot resend them"
+                if online
+                else "they are lost",
+            )
+        if self.dropped:
+            logger.warning(
+                "prime-runs: %d of %d records reached no sink because the upload queue was "
+                "full; they are in the archive for `prime-runs sync`%s",
+                self.dropped,
+                self.logged,
+                where,
+            )
+        for sink, n in sorted(self.failed.items()):
+            logger.warning(
+                "prime-runs: %s stored %d of %d records; %d were not stored%s",
+                sink,
+                self.acked.get(sink, 0),
+                self.logged,
+                n,
+                where,
+            )

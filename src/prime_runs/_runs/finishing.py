@@ -1,0 +1,127 @@
+"""How long ``flush()`` and ``finish()`` wait, and when ``finish()`` stops waiting.
+
+- **Timeout values.** A number of seconds ``>= 0``; ``None`` is the default; values above
+  ``MAX_WAIT`` (``inf`` included) mean ``MAX_WAIT``. ``nan``, negative numbers and
+  non-numbers are a ``ConfigurationError`` naming the value.
+- **A platform that accepts nothing.** When no sink has stored a single record during the
+  whole run and ``SILENT_GRACE`` seconds of ``finish()`` pass without that changing, the
+  sinks are closed, and the close-out gets at most ``DOWN_CLOSE_BUDGET`` seconds: the
+  records stay in the archive for ``prime-runs sync``. The same short close-out applies when
+  every sink already stopped after repeated transient failures.
+- **The close-out** runs on a helper thread that ``finish()`` waits for until its deadline
+  plus ``CLOSE_MARGIN``: a request the platform never answers cannot hold ``finish()``.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+from prime_runs.errors import ConfigurationError
+
+DEFAULT_FINISH_TIMEOUT = 300.0
+MAX_WAIT = 24 * 3600.0  # what `inf` (or any longer timeout) means
+CLOSE_MARGIN = 0.5  # finish(timeout=T) returns within T plus this
+SILENT_GRACE = 10.0
+DOWN_CLOSE_BUDGET = 3.0
+
+
+def check_timeout(timeout: object, *, default: float, what: str) -> float:
+    """``timeout`` as seconds to wait (see the module notes); raises ``ConfigurationError``."""
+    if timeout is None:
+        return default
+    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)):
+        raise ConfigurationError(
+            f"{what}(timeout={timeout!r}): the timeout must be a number of seconds or None "
+            f"(the default, {default:g} s), not a {type(timeout).__name__}"
+        )
+    if isinstance(timeout, int) and timeout > MAX_WAIT:
+        return MAX_WAIT  # also an integer too large for a float
+    seconds = float(timeout)
+    if math.isnan(seconds) or seconds < 0:
+        raise ConfigurationError(
+            f"{what}(timeout={timeout!r}): the timeout must be a number of seconds >= 0 "
+            f"(0: do not wait; inf: up to {MAX_WAIT:g} s), or None for the default "
+            f"({default:g} s)"
+        )
+    return min(seconds, MAX_WAIT)
+
+
+def budget(timeout: object, default: float) -> float:
+    """Like ``check_timeout`` for internal callers that must not raise: invalid means default."""
+    try:
+        return check_timeout(timeout, default=default, what="finish")
+    except ConfigurationError:
+        return default
+
+
+class CloseOut:
+    """The platform close-out on a helper thread, bounded by the caller's wait.
+
+    ``on_late(ok)`` runs on the helper thread when the close-out ends after ``wait`` gave up.
+    """
+
+    def __init__(self, closer: Callable[[], None], on_late: Callable[[bool], None]) -> None:
+        self._closer = closer
+        self._on_late = on_late
+        self._lock = threading.Lock()
+        self._done = threading.Event()
+        self._abandoned = False
+        self.error: BaseException | None = None
+
+    def run(self, until: float) -> bool | None:
+        """Close out, waiting until ``until``. True: closed; False: failed (``error``);
+        None: still running at ``until`` (it goes on; ``on_late`` hears how it ended)."""
+        thread = threading.Thread(target=self._work, name="prime-runs-close-out", daemon=True)
+        try:
+            thread.start()
+        except RuntimeError:
+            # Python 3.12 refuses new threads once interpreter shutdown began (an atexit
+            # hook): close out on this thread; the closer keeps its own deadline.
+            self._work()
+        self._done.wait(max(0.0, until - time.monotonic()))
+        with self._lock:
+            if not self._done.is_set():
+                self._abandoned = True
+                return None
+        return self.error is None
+
+    def _work(self) -> None:
+        try:
+            self._closer()
+        except Exception as exc:
+            self.error = exc
+        with self._lock:
+            self._done.set()
+            late = self._abandoned
+        if late:
+            try:
+                self._on_late(self.error is None)
+            except Exception:  # a late bookkeeping failure has no one to report to
+                pass
+
+
+def down_message(kept: int, stored: int, where: object) -> str:
+    """What finish() says when the platform stored nothing (or stopped storing)."""
+    what = "stored none of" if not stored else "stopped storing"
+    at = f" in {where}" if where is not None else ""
+    return (
+        f"the platform {what} this run's records and kept failing; finish() stopped "
+        f"waiting for it. {kept} records are kept locally{at}; `prime-runs sync` "
+        "will deliver them (and close the run) once the platform is back"
+    )
+
+
+def platform_summary(summary: dict[str, Any] | None, written: int | None) -> dict[str, Any]:
+    """The summary the close-out sends: with ``prime_runs.traces_episodes_written`` for an
+    online run (non-finite numbers are dropped by the close-out itself, contract §4.8)."""
+    out = dict(summary or {})
+    if written is not None:
+        extra = out.get("prime_runs")
+        extra = dict(extra) if isinstance(extra, dict) else {}
+        extra["traces_episodes_written"] = written
+        out["prime_runs"] = extra
+    return out

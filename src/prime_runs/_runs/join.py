@@ -1,0 +1,225 @@
+"""Joining a run from another process or host through W3C context.
+
+The owner process puts ``traceparent`` plus ``baggage`` (``prime.run.id``,
+``prime.run.mode``) in a carrier; a worker that extracts it logs into the same
+run. A joined process never creates an evaluation and never closes the run:
+it journals and uploads its own records only.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import logging
+import os
+import threading
+from collections.abc import Mapping
+from typing import Any
+
+from opentelemetry import baggage, trace
+from opentelemetry import context as otel_context
+from opentelemetry.baggage.propagation import W3CBaggagePropagator
+from opentelemetry.propagators.composite import CompositePropagator
+from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
+
+import prime_runs._runs.exithooks as _exit
+import prime_runs._runs.late as _late
+import prime_runs._runs.rerun as _retry
+from prime_runs import semconv
+from prime_runs._delivery.provenance import upload_context
+from prime_runs._journal.archive import RunArchive
+from prime_runs._runs.opening import RunOptions, archive_root, wire_sinks
+from prime_runs._runs.state import Identity, RunState
+from prime_runs.errors import ConfigurationError
+from prime_runs.platform._http import PlatformClient
+from prime_runs.platform.lifecycle import Registration
+from prime_runs.settings import BAGGAGE_ENV, OFFLINE, ONLINE, TRACEPARENT_ENV, Settings
+
+logger = logging.getLogger("prime_runs")
+
+BAGGAGE_MODE = "prime.run.mode"
+_PROPAGATOR = CompositePropagator([TraceContextTextMapPropagator(), W3CBaggagePropagator()])
+
+
+def carrier(span: trace.Span, run_id: str, mode: str, *, env: bool = False) -> dict[str, str]:
+    """The W3C carrier that lets another process join the run.
+
+    ``{"traceparent", "baggage"}`` (the baggage carries ``prime.run.id`` and
+    ``prime.run.mode``); with ``env=True`` the same values under the
+    ``TRACEPARENT``/``BAGGAGE`` names a child process reads from its
+    environment. A run without a valid span (a disabled run) yields ``{}``:
+    there is nothing to join.
+    """
+    if not span.get_span_context().is_valid:
+        return {}
+    ctx = trace.set_span_in_context(span, otel_context.Context())
+    ctx = baggage.set_baggage(semconv.BAGGAGE_RUN_ID, run_id, ctx)
+    ctx = baggage.set_baggage(BAGGAGE_MODE, mode, ctx)
+    out: dict[str, str] = {}
+    _PROPAGATOR.inject(out, context=ctx)
+    if env:
+        return {key.upper(): value for key, value in out.items()}
+    return out
+
+
+def extract(values: Mapping[str, str]) -> otel_context.Context | None:
+    """The context in a carrier (or ``TRACEPARENT``/``BAGGAGE`` env form) that names a run."""
+    lowered = {k.lower(): v for k, v in values.items() if isinstance(v, str)}
+    ctx = _PROPAGATOR.extract(lowered, context=otel_context.Context())
+    run_id = baggage.get_baggage(semconv.BAGGAGE_RUN_ID, ctx)
+    span_context = trace.get_current_span(ctx).get_span_context()
+    if not run_id or not span_context.is_valid:
+        return None
+    return ctx
+
+
+def context_to_join(explicit: Mapping[str, str] | None = None) -> otel_context.Context | None:
+    """A run to join: an explicit carrier, the current context's baggage, or the environment.
+
+    An explicit carrier that names no run raises ``ConfigurationError`` rather
+    than quietly creating a second run; an empty one (``context()`` of a
+    disabled run) means there is nothing to join.
+    """
+    if explicit is not None:
+        if not explicit:
+            return None
+        ctx = extract(explicit)
+        if ctx is None:
+            raise ConfigurationError(
+                "join= must be a carrier from run.context() (traceparent and baggage with "
+                f"{semconv.BAGGAGE_RUN_ID}); got keys {sorted(explicit)}"
+            )
+        return ctx
+    current = otel_context.get_current()
+    if baggage.get_baggage(semconv.BAGGAGE_RUN_ID, current):
+        span_context = trace.get_current_span(current).get_span_context()
+        if span_context.is_valid:
+            return current
+    env = {k: os.environ[k] for k in (TRACEPARENT_ENV, BAGGAGE_ENV) if k in os.environ}
+    return extract(env) if TRACEPARENT_ENV in env else None
+
+
+# This process's open join of each run: joining the same run again (a Ray task per shard
+# in one worker) takes another handle on it rather than another journal and connection.
+_lock = threading.Lock()
+_open: dict[str, tuple[RunState, dict[str, Any]]] = {}
+
+
+def shared_join(
+    run_id: str, ctx: otel_context.Context | None, defaults: Mapping[str, Any]
+) -> RunState | None:
+    """The process's open join of ``run_id`` made with the same settings, with one more
+    handle on it (``RunState.release_handle``); else a new one."""
+    settings = _settings(run_id, defaults)
+    if settings is None:
+        return None
+    wanted = {**defaults, "_where": _where(settings, defaults)}
+    with _lock:
+        found = _open.get(run_id)
+        if found is not None and found[1] == wanted and found[0].take_handle():
+            return found[0]
+    state = join_state(run_id, ctx, defaults, settings)
+    if state is not None:
+        with _lock:
+            _open[run_id] = (state, wanted)
+    return state
+
+
+def _settings(run_id: str, defaults: Mapping[str, Any]) -> Settings | None:
+    try:
+        return Settings.resolve(api_key=defaults.get("api_key"), base_url=defaults.get("base_url"))
+    except Exception as exc:
+        logger.warning("prime-runs: cannot join run %s: %s", run_id, exc)
+        return None
+
+
+def _where(settings: Settings, defaults: Mapping[str, Any]) -> tuple[object, ...]:
+    """Where a join's records would go: the same run id on another platform or archive
+    root is another join."""
+    key = settings.api_key or ""
+    return (
+        hashlib.sha256(key.encode()).hexdigest(),  # which account, without keeping the key
+        settings.base_url,
+        settings.traces_url,
+        archive_root(defaults.get("dir")),
+    )
+
+
+def _after_fork() -> None:
+    global _lock
+    _lock = threading.Lock()
+    _open.clear()  # the parent's joins are the parent's
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork)
+
+
+def join_state(
+    run_id: str,
+    ctx: otel_context.Context | None,
+    defaults: Mapping[str, Any],
+    settings: Settings | None = None,
+) -> RunState | None:
+    """A non-owning state that logs into ``run_id`` from this process."""
+    mode = baggage.get_baggage(BAGGAGE_MODE, ctx) or OFFLINE
+    opts = RunOptions(**{k: v for k, v in defaults.items() if k in RunOptions.__dataclass_fields__})
+    settings = settings or _settings(run_id, defaults)
+    if settings is None:
+        return None
+    mode = run_mode = str(mode)
+    if mode == ONLINE and not settings.api_key:
+        logger.warning(
+            "prime-runs: run %s is online but this process has no API key; its records are "
+            "kept in the local archive only, until `prime-runs sync` runs with a key",
+            run_id,
+        )
+        mode = OFFLINE
+    # The run's mode, not this process's: sync (with a key) uploads an online run's part.
+    description = {"name": run_id, "mode": run_mode, "kind": "eval", "joined": True}
+    archive = None
+    try:
+        archive = RunArchive.create(archive_root(opts.dir), run_id, description)
+    except OSError as exc:
+        logger.warning("prime-runs: no local journal for joined run %s: %s", run_id, exc)
+    state = RunState(
+        Identity(run_id, run_id, mode),
+        description=description,
+        config={},
+        archive=archive,
+        on_error=opts.on_error,
+        owner=False,
+    )
+    _exit.track_state(state)  # drained at exit, reset in forked children
+    state.after_finish = functools.partial(_after_join, settings if mode == ONLINE else None)
+    if mode == ONLINE:
+        wire_sinks(
+            state,
+            settings,
+            Registration(run_id, run_id, None),
+            opts,
+            context=upload_context(run_type="eval", resource=opts.resource),
+        )
+    state.stored_ids = _retry.stored_ids(archive, list(state.delivery.channels))
+    return state
+
+
+def _after_join(settings: Settings | None, state: RunState, deadline: float) -> None:
+    """A worker's join ends: say what a retry did not resend (``_retry``), and whether its
+    records were late for the run's finalize (``_late``)."""
+    if state.already_stored:
+        message = (
+            f"{state.already_stored} records logged into run {state.run_id} were already "
+            "stored by an earlier attempt on this host (a retried task); not sent again"
+        )
+        state.counters.note_error(message)
+    if settings is None:
+        return
+    try:
+        client = PlatformClient(settings)
+    except Exception:  # never fatal to the worker
+        return
+    try:
+        _late.after_join(state, client, deadline)
+    finally:
+        client.close()

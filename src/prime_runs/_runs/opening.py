@@ -1,0 +1,318 @@
+"""Opening a run: settings, config capture, registration (or the offline fallback), wiring."""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import os
+import reprlib
+import secrets
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import prime_runs._runs.coverage as _coverage
+from prime_runs._delivery.provenance import upload_context
+from prime_runs._journal.archive import RunArchive
+from prime_runs._runs.argcheck import check_arguments
+from prime_runs._runs.config import capture_config
+from prime_runs._runs.state import RAISE, WARN, Identity, RunState
+from prime_runs._version import __version__
+from prime_runs.errors import ConfigurationError, EnvironmentResolutionError, PrimeRunsError
+from prime_runs.exporters._sinks import build_sinks
+from prime_runs.platform._http import PlatformClient
+from prime_runs.platform.environments import coerce_environments, dataset_name
+from prime_runs.platform.evaluations import default_name
+from prime_runs.platform.lifecycle import OnlineLifecycle, Registration, RunDescription
+from prime_runs.settings import DIR_ENV, DISABLED, OFFLINE, ONLINE, Settings
+from prime_runs.status import RunStatus
+
+logger = logging.getLogger("prime_runs")
+
+DEFAULT_DIR = "prime-runs"
+
+
+@dataclass
+class RunOptions:
+    """Everything ``init()`` was given."""
+
+    name: str | None = None
+    environments: Sequence[object] | None = None
+    model: str | None = None
+    framework: str | None = None
+    config: object = None
+    description: str | None = None
+    tags: Sequence[str] = field(default_factory=list)
+    team_id: str | None = None
+    id: str | None = None
+    mode: str | None = None
+    dir: str | os.PathLike[str] | None = None
+    on_error: str = WARN
+    api_key: str | None = None
+    base_url: str | None = None
+    traces: bool = True
+    samples: bool = True
+    journal: bool = True
+    # The run's OpenTelemetry Resource, as upload provenance (``_provenance``).
+    resource: Mapping[str, str] = field(default_factory=dict)
+    from_span: bool = False  # a raw `run` span, not init(): hints name span attributes
+
+
+def _environments_hint(opts: RunOptions) -> str:
+    if opts.from_span:
+        return "set the run span's prime.run.environments attribute (a list of names)"
+    return "pass environments=[...] to init()"
+
+
+def archive_root(dir: str | os.PathLike[str] | None) -> Path:
+    """``dir=`` > ``PRIME_RUNS_DIR`` > ``./prime-runs``."""
+    chosen = dir if dir is not None else (os.environ.get(DIR_ENV) or "").strip() or DEFAULT_DIR
+    return Path(chosen)
+
+
+def local_run_id() -> str:
+    return time.strftime("run-%Y%m%d-%H%M%S-", time.gmtime()) + secrets.token_hex(4)
+
+
+def check_on_error(on_error: object) -> str:
+    if not isinstance(on_error, str) or on_error not in (WARN, RAISE):
+        raise ConfigurationError(
+            f"on_error={reprlib.repr(on_error)} is not valid; use 'warn' or 'raise'"
+        )
+    return on_error
+
+
+def resolve(opts: RunOptions) -> tuple[Settings, dict[str, Any], list[Any]]:
+    """Validate every input before anything is created (errors here always propagate)."""
+    # Not asdict(): that deep-copies config=, which may be any object.
+    check_arguments({f.name: getattr(opts, f.name) for f in dataclasses.fields(opts)})
+    check_on_error(opts.on_error)
+    settings = Settings.resolve(
+        api_key=opts.api_key, team_id=opts.team_id, base_url=opts.base_url, mode=opts.mode
+    )
+    if settings.mode == DISABLED:
+        return settings, {}, []
+    config = capture_config(opts.config)
+    # Offline runs may name no environment; online ones are checked before registering.
+    environments = coerce_environments(opts.environments) if opts.environments else []
+    return settings, config, environments
+
+
+def describe(
+    opts: RunOptions, config: dict[str, Any], environments: list[Any], mode: str
+) -> dict[str, Any]:
+    return {
+        "name": opts.name,
+        "environments": [e.label for e in environments],
+        # Exactly as given (ids, slugs, version pins), so `sync` resolves the same ones.
+        "environment_refs": [
+            {k: v for k, v in dataclasses.asdict(e).items() if v} for e in environments
+        ],
+        "sinks": [s for s, on in (("traces", opts.traces), ("eval_samples", opts.samples)) if on],
+        "model": opts.model,
+        "framework": opts.framework,
+        "description": opts.description,
+        "tags": list(opts.tags),
+        "config": config,
+        "mode": mode,
+        "kind": "eval",
+        "created_at": time.time(),
+        "sdk": f"prime-runs {__version__}",
+        "resource": dict(opts.resource),
+    }
+
+
+def open_state(opts: RunOptions) -> RunState | None:
+    """Open a run as ``init()`` asked; ``None`` for a disabled run."""
+    settings, config, environments = resolve(opts)
+    if settings.mode == DISABLED:
+        return None
+    root = archive_root(opts.dir)
+    if settings.mode == ONLINE:
+        state = _open_online(opts, settings, config, environments, root)
+        if state is not None:
+            return state
+    return _open_offline(opts, config, environments, root)
+
+
+def _open_offline(
+    opts: RunOptions,
+    config: dict[str, Any],
+    environments: list[Any],
+    root: Path,
+    *,
+    fallback_reason: str | None = None,
+) -> RunState:
+    run_id = local_run_id()
+    name = opts.name or default_name(dataset_name(environments), opts.framework)
+    description = describe(opts, config, environments, OFFLINE)
+    description["name"] = name
+    if fallback_reason:
+        description["offline_because"] = fallback_reason
+    try:
+        archive = RunArchive.create(root, run_id, description)
+    except OSError as exc:
+        raise ConfigurationError(
+            f"cannot write the run archive under {str(root)!r} ({exc.strerror}); pass dir= or "
+            f"set {DIR_ENV} to a writable folder"
+        ) from exc
+    if not environments:  # the platform registers an eval only under an environment
+        logger.warning(
+            "prime-runs: offline run %s names no environment, which the platform needs to "
+            "register it: %s, or upload it later with `prime-runs sync --environment NAME %s`",
+            run_id,
+            _environments_hint(opts),
+            run_id,
+        )
+    return RunState(
+        Identity(run_id, name, OFFLINE),
+        description=description,
+        config=config,
+        archive=archive,
+        on_error=opts.on_error,
+    )
+
+
+def _open_online(
+    opts: RunOptions,
+    settings: Settings,
+    config: dict[str, Any],
+    environments: list[Any],
+    root: Path,
+) -> RunState | None:
+    if not environments and not opts.id:
+        raise ConfigurationError(
+            f"an online eval run needs at least one environment: {_environments_hint(opts)}"
+        )
+    client = PlatformClient(settings)
+    lifecycle = OnlineLifecycle(settings, client=client)
+    try:
+        registration = _register(lifecycle, opts, config, environments)
+    except (ConfigurationError, EnvironmentResolutionError):
+        client.close()
+        raise
+    except PrimeRunsError as exc:
+        client.close()
+        if opts.on_error == RAISE:
+            raise
+        reason = f"{type(exc).__name__}: {exc}"
+        logger.warning(
+            "prime-runs: could not register the run on the platform (%s); it runs offline "
+            "instead and `prime-runs sync` can upload it later",
+            reason,
+        )
+        return _open_offline(opts, config, environments, root, fallback_reason=reason)
+
+    attached = bool(opts.id)
+    description = describe(opts, config, environments, ONLINE)
+    description["name"] = registration.name
+    description["platform"] = {"id": registration.id, "url": registration.url}
+    description["attached"] = attached
+    state = RunState(
+        Identity(registration.id, registration.name, ONLINE, url=registration.url),
+        description=description,
+        config=config,
+        archive=_online_archive(opts, root, registration.id, description),
+        on_error=opts.on_error,
+        closer=_closer(lifecycle, registration, config, attached),
+    )
+    wire_sinks(state, settings, registration, opts, context=_upload_context(opts))
+    return state
+
+
+def _register(
+    lifecycle: OnlineLifecycle, opts: RunOptions, config: dict[str, Any], environments: list[Any]
+) -> Registration:
+    """The run's evaluation: the one a launcher created (``id=``), or a new one."""
+    if opts.id:
+        return lifecycle.attach(opts.id)
+    return lifecycle.register(
+        RunDescription(
+            name=opts.name,
+            environments=environments,
+            model=opts.model,
+            framework=opts.framework,
+            description=opts.description,
+            tags=list(opts.tags),
+            team_id=opts.team_id,
+            config=config,
+        )
+    )
+
+
+def _online_archive(
+    opts: RunOptions, root: Path, run_id: str, description: dict[str, Any]
+) -> RunArchive | None:
+    """The run's journal, or None when it is off or cannot be written (said once)."""
+    if not opts.journal:
+        return None
+    try:
+        return RunArchive.create(root, run_id, description)
+    except OSError as exc:
+        logger.warning(
+            "prime-runs: cannot write the run's journal under %s (%s); records that "
+            "fail to upload will not be recoverable by `prime-runs sync`",
+            root,
+            exc.strerror,
+        )
+        return None
+
+
+def _closer(
+    lifecycle: OnlineLifecycle, registration: Registration, config: dict[str, Any], attached: bool
+) -> Callable[[RunState, RunStatus, dict[str, Any], str | None, float], None]:
+    """Closes the evaluation on the platform (finalize, or a terminal status)."""
+
+    def close(
+        state: RunState,
+        status: RunStatus,
+        summary: dict[str, Any],
+        reason: str | None,
+        deadline: float,
+    ) -> None:
+        try:
+            # Workers on other disks: the summary merges what the platform stored.
+            summary = _coverage.closing_summary(
+                state, lifecycle.client, registration.id, summary, deadline
+            )
+            lifecycle.close(
+                registration,
+                status=status,
+                summary=summary,
+                reason=reason,
+                config=config,
+                attached=attached,
+                deadline=deadline,
+            )
+        finally:
+            lifecycle.shutdown()
+
+    return close
+
+
+def _upload_context(opts: RunOptions) -> dict[str, str]:
+    return upload_context(
+        run_type="eval", framework=opts.framework, model=opts.model, resource=opts.resource
+    )
+
+
+def wire_sinks(
+    state: RunState,
+    settings: Settings,
+    registration: Registration,
+    opts: RunOptions | None,
+    *,
+    context: Mapping[str, str],
+) -> None:
+    """Attach the online sinks (Prime Traces, v0 samples) to a run."""
+    assert settings.api_key is not None
+    sinks = build_sinks(
+        settings,
+        registration.id,
+        context,
+        traces=opts is None or opts.traces,
+        samples=opts is None or opts.samples,
+    )
+    state.delivery.attach(sinks)

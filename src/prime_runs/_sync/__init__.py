@@ -1,0 +1,1 @@
+"""``prime-runs sync``: delivering and closing archived runs."""

@@ -1,0 +1,399 @@
+"""``prime-runs sync``: upload what an archived run still owes the platform, then close it.
+
+Per run, under an exclusive lock on the run folder:
+
+1. An offline run is registered once. An intent (with its time) goes to sync.json before
+   the create; a rerun that finds an intent but no id first looks for an evaluation created
+   since then with the same name, model, framework and config, and adopts it. The id is
+   stored in sync.json and run.json.
+2. Every record a sink has not acknowledged is uploaded, re-stamped with the platform id
+   (offline runs), in fixed chunks so a rerun after a kill resends byte-identical traces
+   batches (Prime Traces replays the receipt). Each chunk is acknowledged in the archive as
+   it lands. When records may have landed without an ack (an online run whose producer
+   died or counted an ambiguous failure as a loss, or an earlier interrupted sync), what the
+   platform already holds is read back first and acknowledged instead of resent: the
+   evaluation's sample ids, and each pending record by id on Prime Traces
+   (``_sync_readback``). A line that is not a record is rejected and counted.
+3. A run nobody closed is closed with its recorded status and summary (completed ->
+   finalize, otherwise close-out; a dead owner that never finished -> crashed), unless an
+   upload failed: the platform computes statistics at close, so it waits for the rest.
+
+A run whose owner process is alive and still running is never touched. A run whose
+status.json cannot be used (missing, not JSON, wrong types, unknown status) is treated as
+dead and unfinished: uploaded, then closed as crashed with the reason, and reported as a
+failure so the damage is seen.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import prime_runs._journal.lease as _lease
+from prime_runs._delivery.provenance import from_resource, upload_context
+from prime_runs._journal.archive import RECORDS_DIR, REJECTED, SKIPPED, RecordKey, settled_name
+from prime_runs._journal.nofollow import segment_paths
+from prime_runs._journal.runinfo import SAMPLES, SINK_LABELS, TRACES, RunInfo, inspect
+from prime_runs._progress import Progress
+from prime_runs._records.encode import encode, kind_of, traces_problem
+from prime_runs._records.item import Item, Outcome
+from prime_runs._records.lines import parse_record
+from prime_runs._runs.register_once import register
+from prime_runs._sync.close import close_run, late_records
+from prime_runs._sync.readback import (
+    Candidate,
+    Unreadable,
+    held_by_traces,
+    rollout_counters,
+    sample_ids,
+)
+from prime_runs._sync.report import SyncReport, line
+from prime_runs.errors import PrimeRunsError, RecordError, SyncError
+from prime_runs.exporters._channel import Channel
+from prime_runs.exporters._sinks import build_sinks
+from prime_runs.platform._http import PlatformClient
+from prime_runs.settings import Settings
+
+CHUNK_RECORDS = 256
+CHUNK_BYTES = 16 * 1024 * 1024  # under the traces sink's 30 MiB target: one request a chunk
+CHUNK_TIMEOUT = 300.0
+# How long a sync waits for a live process to finish delivering its segments (see _lease).
+LEASE_WAIT = 5.0
+
+logger = logging.getLogger("prime_runs")
+
+
+def sync_run(
+    info: RunInfo,
+    settings: Settings,
+    progress: Progress,
+    *,
+    claimed: set[str],
+    environments: Sequence[str] = (),
+) -> SyncReport:
+    """Sync one run. ``claimed``: platform ids other local runs hold (never adopted).
+    ``environments``: names to register the run under if its run.json has none.
+    Never raises for the run's own failures (they are the report's message)."""
+    run_id = info.run_id
+    if info.running:
+        return SyncReport(run_id, False, _still_running(info), skipped=True)
+    try:
+        with _lease.sync_lock(info.archive.path) as got:
+            if not got:
+                return SyncReport(
+                    run_id, False, "another prime-runs sync is working on it", skipped=True
+                )
+            info = inspect(info.archive)  # fresh, under the lock
+            if info.running:
+                return SyncReport(run_id, False, _still_running(info), skipped=True)
+            client = PlatformClient(settings)
+            try:
+                syncer = _Syncer(info, settings, client, progress, claimed)
+                return syncer.run(environments)
+            finally:
+                client.close()
+                info.archive.close()
+                progress.finish()
+    except SyncError as exc:
+        return SyncReport(run_id, False, str(exc), platform_id=info.platform.get("id"))
+    except (PrimeRunsError, OSError) as exc:
+        return SyncReport(run_id, False, f"{type(exc).__name__}: {exc}")
+
+
+def _still_running(info: RunInfo) -> str:
+    if info.status_problem:
+        return f"{info.status_problem}, and its process may still be running; not touched"
+    return f"still running (pid {info.status_doc.get('pid')}); not touched"
+
+
+class _Syncer:
+    def __init__(
+        self,
+        info: RunInfo,
+        settings: Settings,
+        client: PlatformClient,
+        progress: Progress,
+        claimed: set[str],
+    ) -> None:
+        self.info = info
+        self.archive = info.archive
+        self.desc = info.description
+        self.settings = settings
+        self.client = client
+        self.progress = progress
+        self.claimed = claimed
+        self.uploaded: dict[str, int] = {sink: 0 for sink in info.sinks}
+        self.found: dict[str, int] = {sink: 0 for sink in info.sinks}
+        self.late: int | None = None
+        self.rejected: dict[str, list[str]] = {}
+        self.notes: list[str] = []
+        self.eval_id = ""
+        self._marked: set[str] = set()
+        self.busy: dict[str, int] = {}  # segment -> pid of the live process delivering it
+        self.left = 0  # pending records left to that process
+
+    # -- the whole run ------------------------------------------------------------------
+
+    def run(self, environments: Sequence[str] = ()) -> SyncReport:
+        info = self.info
+        if not info.description:
+            raise SyncError(
+                "run.json cannot be read (not JSON, or not a JSON object): nothing says what "
+                "this run is; restore it to sync the run"
+            )
+        if info.joined and info.mode != "online":
+            raise SyncError(
+                "joined part of an offline run owned by another process; sync the owner's "
+                "archive (this folder has no registration of its own)"
+            )
+        platform = info.platform
+        if not platform:
+            if not (any(info.pending.values()) or info.needs_close):
+                return SyncReport(info.run_id, True, "nothing to sync")
+            self._ensure_environments(environments)
+            platform = register(self.archive, self.settings, self.client, claimed=self.claimed)
+            self.desc = self.archive.description()
+        eval_id = self.eval_id = platform["id"]
+        failures = self._upload(eval_id, restamp=eval_id != info.run_id)
+        closed_how = None
+        if info.needs_close and not failures:
+            closed_how = close_run(
+                self.info, self.desc, self.settings, self.client, eval_id, platform.get("url")
+            )
+        if closed_how is None and (any(self.uploaded.values()) or info.joined):
+            self.late = late_records(self.archive, self.client, eval_id, self.notes)
+        if info.status_problem:
+            failures.append(f"{info.status_problem}, so how the run ended is unknown")
+        if info.links:  # never read through: what a link points at is not the run's
+            self.notes.append(f"{len(info.links)} symbolic links in the run folder not read")
+        for sink, reasons in self.rejected.items():
+            failures.append(f"{len(reasons)} {SINK_LABELS[sink]} rejected ({reasons[0]})")
+        report = SyncReport(
+            info.run_id,
+            not failures,
+            "",
+            platform_id=eval_id,
+            uploaded=dict(self.uploaded),
+            found=dict(self.found),
+            late=self.late,
+        )
+        counts = {"uploaded": self.uploaded, "found": self.found}
+        report.message = line(
+            self.archive, eval_id, platform.get("url"), failures, closed_how, counts, self.notes
+        )
+        return report
+
+    def _ensure_environments(self, names: Sequence[str]) -> None:
+        """The platform registers an eval only under an environment (checked before any
+        request): take the ones given to sync, else say exactly how to supply one."""
+        desc = self.desc
+        current = desc.get("environment_refs") or desc.get("environments")
+        if (isinstance(current, list) and current) or (current and not names):
+            return  # named already (a value of the wrong type is reported by register)
+        if not names:
+            raise SyncError(
+                "the run names no environment, and the platform registers an evaluation only "
+                "under one: run `prime-runs sync --environment NAME "
+                f"{self.info.run_id}` (NAME as you would pass to init(environments=[...])), "
+                f'or add "environments": ["NAME"] to {self.archive.path / "run.json"}'
+            )
+        desc = dict(desc, environments=list(names), environment_refs=[])
+        self.archive.write_description(desc)  # a rerun registers under the same names
+        self.desc = desc
+
+    # -- uploads ------------------------------------------------------------------------
+
+    def _upload(self, eval_id: str, *, restamp: bool) -> list[str]:
+        info = self.info
+        active = [sink for sink in info.sinks if info.pending.get(sink)]
+        if not active:
+            return []
+        acks = self.archive.acknowledged()
+        done = {
+            sink: acks.get(sink, set())
+            | acks.get(settled_name(sink, REJECTED), set())
+            | acks.get(settled_name(sink, SKIPPED), set())
+            for sink in active
+        }
+        segments = [p.name for p in segment_paths(self.archive.path / RECORDS_DIR)]
+        self.busy = _lease.wait_free(self.archive.path, segments, LEASE_WAIT)
+        total = sum(info.pending[sink] for sink in active)
+        what = ", ".join(f"{info.pending[s]} {SINK_LABELS[s]}" for s in active)
+        self.progress.start(info.run_id, total, what)
+        if TRACES in active:
+            done[TRACES] |= self._landed_traces(eval_id, done[TRACES])
+        # The same sinks and delivery step (``Channel.deliver``) as a live run's exporters.
+        built = build_sinks(
+            self.settings,
+            eval_id,
+            self._context(),
+            traces=TRACES in active,
+            samples=SAMPLES in active,
+        )
+        sinks: dict[str, Channel] = {sink.name: Channel(sink) for sink in built}
+        landed: set[str] = set()
+        if SAMPLES in active:
+            landed = self._landed_samples(eval_id)
+            # Continue the run's rollout numbering after the rows already stored.
+            sinks[SAMPLES].sink.continue_numbering(  # type: ignore[attr-defined]
+                rollout_counters(self.archive, done[SAMPLES], landed)
+            )
+        failures: list[str] = []
+        try:
+            self._stream(eval_id, restamp, sinks, done, landed, failures)
+        finally:
+            for sink in sinks.values():
+                sink.close()
+        if self.left:
+            pids = ", ".join(str(p) for p in sorted(set(self.busy.values())))
+            failures.append(
+                f"{self.left} records were left to the live process (pid {pids}) still "
+                "delivering them; run `prime-runs sync` again once it has exited (or in "
+                "two minutes)"
+            )
+        return failures
+
+    def _stream(
+        self,
+        eval_id: str,
+        restamp: bool,
+        sinks: dict[str, Any],
+        done: dict[str, set[RecordKey]],
+        landed: set[str],
+        failures: list[str],
+    ) -> None:
+        chunks: dict[str, list[Item]] = {sink: [] for sink in sinks}
+        sizes = dict.fromkeys(sinks, 0)
+        run_type = str(self.desc.get("kind") or "eval")
+        for key, _kind, data in self.archive.iter_records():
+            wanted = [s for s in sinks if key not in done[s]]
+            if not wanted:
+                continue
+            if key.segment in self.busy:  # another process may have it in flight
+                self.left += 1
+                continue
+            record, problem = parse_record(data)
+            if record is None:
+                for sink in wanted:
+                    self._settle(
+                        sink, REJECTED, [key], f"line at {key.segment}:{key.offset}: {problem}"
+                    )
+                continue
+            kind = kind_of(record)
+            record_id = record.get("id") if isinstance(record.get("id"), str) else None
+            sample_id = record.get("sample_id", record_id)
+            if restamp:
+                try:
+                    encoded = encode(record, eval_id, run_type)
+                except RecordError as exc:  # e.g. nested deeper than this process encodes
+                    for sink in wanted:
+                        self._settle(sink, REJECTED, [key], f"line at {key.segment}: {exc}")
+                    continue
+                data, problem = encoded.data, encoded.problem
+            else:
+                problem = traces_problem(kind, record)
+            item = Item(kind, data, key, problem, record_id)
+            for sink in wanted:
+                if sink == SAMPLES and sample_id is not None and str(sample_id) in landed:
+                    self._ack(sink, [item], found=True)  # stored already: never resend
+                    continue
+                chunks[sink].append(item)
+                sizes[sink] += len(data)
+                if len(chunks[sink]) >= CHUNK_RECORDS or sizes[sink] >= CHUNK_BYTES:
+                    self._export(sinks, sink, chunks[sink], failures)
+                    chunks[sink], sizes[sink] = [], 0
+        for sink in list(sinks):
+            if chunks.get(sink):
+                self._export(sinks, sink, chunks[sink], failures)
+
+    def _export(
+        self, sinks: dict[str, Any], sink: str, items: list[Item], failures: list[str]
+    ) -> None:
+        if sink not in sinks:
+            return  # stopped earlier in this sync
+        if self.info.mode != "online":
+            self._mark_started(sink)
+        channel = sinks[sink]
+        outcome: Outcome = channel.deliver(items, time.monotonic() + CHUNK_TIMEOUT)
+        self._ack(sink, outcome.acked)
+        for item, reason in outcome.rejected:
+            self._settle(sink, REJECTED, [item.key] if item.key else [], reason)
+        if outcome.skipped:
+            self._settle(sink, SKIPPED, [i.key for i in outcome.skipped if i.key], None)
+        # One round per sync: what failed transiently stays pending for the next run.
+        if outcome.retire is not None or channel.held():
+            sinks.pop(sink).close()
+            label = SINK_LABELS[sink]
+            if outcome.quiet:
+                self.notes.append(f"{label} not uploaded: {outcome.retire}")
+            else:
+                failures.append(f"{label}: {outcome.retire or outcome.retry_reason}")
+
+    def _ack(self, sink: str, items: list[Item], *, found: bool = False) -> None:
+        keys = [i.key for i in items if i.key is not None]
+        self.archive.ack(sink, keys)
+        counts = self.found if found else self.uploaded
+        counts[sink] = counts.get(sink, 0) + len(keys)
+        self.progress.advance(len(keys))
+
+    def _settle(self, sink: str, how: str, keys: list[RecordKey], reason: str | None) -> None:
+        self.archive.ack(settled_name(sink, how), keys)
+        self.progress.advance(len(keys))
+        if how == REJECTED:
+            self.rejected.setdefault(sink, []).extend([reason or how] * len(keys))
+
+    def _context(self) -> dict[str, str]:
+        resource = self.desc.get("resource")
+        return upload_context(
+            run_type=str(self.desc.get("kind") or "eval"),
+            framework=self.desc.get("framework"),
+            model=self.desc.get("model"),
+            resource=from_resource(resource if isinstance(resource, dict) else {}),
+        )
+
+    def _mark_started(self, sink: str) -> None:
+        # From here on records may land without an ack (a kill mid-request): a rerun reads
+        # back what the platform holds before resending.
+        if sink in self._marked:
+            return
+        name = "samples_started" if sink == SAMPLES else "traces_started"
+        sync = self.archive.sync_state()
+        if sync.get(name) != self.eval_id:
+            sync[name] = self.eval_id
+            self.archive.write_sync_state(sync)
+        self._marked.add(sink)
+
+    def _landed_traces(self, eval_id: str, done: set[RecordKey]) -> set[RecordKey]:
+        """Pending records Prime Traces already holds (stored without an ack), now acked."""
+        started = self.archive.sync_state().get("traces_started")
+        if self.info.mode != "online" and started != eval_id:
+            return set()  # nothing of this run was ever sent: nothing to look up
+        candidates = []
+        for key, _kind, data in self.archive.iter_records():
+            if key in done or key.segment in self.busy:
+                continue
+            record, _problem = parse_record(data)
+            if record is not None and isinstance(record.get("id"), str) and record["id"]:
+                candidates.append(Candidate(key, kind_of(record), record["id"]))
+        logger.info("prime-runs: checking which of %d traces records landed", len(candidates))
+        try:
+            held = held_by_traces(self.settings, eval_id, candidates)
+        except Unreadable as exc:
+            self.notes.append(
+                f"could not check which traces already landed ({exc}): all resent, so some "
+                "may be stored twice"
+            )
+            return set()
+        self.archive.ack(TRACES, sorted(held))
+        self.found[TRACES] = self.found.get(TRACES, 0) + len(held)
+        self.progress.advance(len(held))
+        return held
+
+    def _landed_samples(self, eval_id: str) -> set[str]:
+        """Sample ids the evaluation holds, when some may have landed without an ack."""
+        started = self.archive.sync_state().get("samples_started")
+        if self.info.mode != "online" and started != eval_id:
+            return set()
+        return sample_ids(self.client, eval_id)
