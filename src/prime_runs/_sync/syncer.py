@@ -326,7 +326,9 @@ class _Syncer:
         self._ack(sink, outcome.acked)
         for item, reason in outcome.rejected:
             self._settle(sink, REJECTED, [item.key] if item.key else [], reason)
-        if outcome.skipped:
+        if outcome.skipped and not outcome.quiet:
+            # As the live journal does: records a switched-off sink skipped stay pending,
+            # for a later sync once the service is on.
             self._settle(sink, SKIPPED, [i.key for i in outcome.skipped if i.key], None)
         # One round per sync: what failed transiently stays pending for the next run.
         if outcome.retire is not None or channel.held():
