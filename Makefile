@@ -53,7 +53,7 @@ test-oldest-otel:
 	$(PYTHON) -m venv $(OLDEST_VENV)
 	$(OLDEST_VENV)/bin/pip install --quiet --upgrade pip
 	$(OLDEST_VENV)/bin/pip install --quiet -e . $(OLDEST_OTEL) 'pytest>=8' 'pytest-timeout>=2.3' \
-	  'pydantic>=2' 'hatchling>=1.18'
+	  'pydantic>=2' 'hatchling>=1.18' 'pyarrow>=15'
 	$(OLDEST_VENV)/bin/python -m pytest $(addprefix --ignore=,$(NOT_IN_OLDEST))
 
 e2e: e2e-ray

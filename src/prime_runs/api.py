@@ -20,7 +20,8 @@ from prime_runs._records.ids import ID_GENERATOR
 from prime_runs._runs.argcheck import check_arguments
 from prime_runs._runs.join import context_to_join, shared_join
 from prime_runs._runs.opening import RunOptions, check_on_error, open_state
-from prime_runs._runs.state import RAISE, RunState
+from prime_runs._runs.reporting import RAISE
+from prime_runs._runs.state import RunState
 from prime_runs._runs.training import check_kind
 from prime_runs._runs.training_open import open_training
 from prime_runs._runs.training_spans import StepProcessor

@@ -20,7 +20,8 @@ from prime_runs._runs.closeouts import CRASH_REASON
 from prime_runs._runs.emptyrun import warn_if_empty
 from prime_runs._runs.finishing import DEFAULT_FINISH_TIMEOUT, check_timeout
 from prime_runs._runs.join import carrier
-from prime_runs._runs.state import RAISE, RunState
+from prime_runs._runs.reporting import RAISE
+from prime_runs._runs.state import RunState
 from prime_runs.errors import PrimeRunsError, RecordError, RunFinishedError, describe
 from prime_runs.status import RunStatus
 

@@ -18,7 +18,8 @@ from prime_runs._delivery.provenance import upload_context
 from prime_runs._journal.archive import RunArchive
 from prime_runs._runs.argcheck import check_arguments
 from prime_runs._runs.config import capture_config
-from prime_runs._runs.state import RAISE, WARN, Identity, RunState
+from prime_runs._runs.reporting import RAISE
+from prime_runs._runs.state import WARN, Identity, RunState
 from prime_runs._version import __version__
 from prime_runs.errors import ConfigurationError, EnvironmentResolutionError, PrimeRunsError
 from prime_runs.exporters._sinks import build_sinks

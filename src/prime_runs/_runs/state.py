@@ -27,7 +27,8 @@ from prime_runs._runs.accounting import Counters
 from prime_runs._runs.finishing import DEFAULT_FINISH_TIMEOUT
 from prime_runs._runs.latch import Pending
 from prime_runs._runs.loggate import LogGate
-from prime_runs.errors import PrimeRunsError, describe
+from prime_runs._runs.reporting import Reporter
+from prime_runs.errors import describe
 from prime_runs.metrics import SummaryAccumulator
 from prime_runs.settings import OFFLINE
 from prime_runs.status import RunStatus
@@ -35,7 +36,6 @@ from prime_runs.status import RunStatus
 logger = logging.getLogger("prime_runs")
 
 WARN = "warn"
-RAISE = "raise"
 
 
 Closer = Callable[["RunState", RunStatus, dict[str, Any], "str | None", float], None]
@@ -74,6 +74,7 @@ class RunState:
         self._lock = threading.RLock()
         self._finish_lock = threading.RLock()  # a signal handler may re-enter
         self.counters = Counters()
+        self._reporter = Reporter(self.counters, on_error)
         self.summary_acc = SummaryAccumulator()
         # Only the owner computes the summary; its finish() reads others' segments back.
         self._summarizes = owner
@@ -98,8 +99,6 @@ class RunState:
         # A join's last step at finish (_late: records that landed after the finalize).
         self.after_finish: Callable[[RunState, float], None] | None = None
         self.error: str | None = None
-        self._first_error: BaseException | None = None
-        self._raised = False
         self._pid = os.getpid()
         self.span: Any = None
         # A raw run span's registration under way (``_registering``); finish() waits for it.
@@ -147,21 +146,11 @@ class RunState:
 
     def report(self, message: str, exc: BaseException | None = None, *, warn: bool = True) -> None:
         """Record a contained failure: a warning now, raised later under ``on_error="raise"``."""
-        self.counters.note_error(message)
-        with self._lock:
-            if self._first_error is None and self.on_error == RAISE:
-                self._first_error = exc if exc is not None else PrimeRunsError(message)
-        if warn:
-            logger.warning("prime-runs: %s", message)
+        self._reporter.report(message, exc, warn=warn)
 
     def raise_pending(self) -> None:
         """Under ``on_error="raise"``, raise the first contained error, once."""
-        with self._lock:
-            if self._first_error is None or self._raised:
-                return
-            self._raised = True
-            error = self._first_error
-        raise error
+        self._reporter.raise_pending()
 
     # -- logging -------------------------------------------------------------------
 
@@ -402,15 +391,12 @@ class RunState:
         return _finishing.platform_summary(self.summary, written if online else None)
 
     def _status_doc(self, *, closed: bool = False) -> dict[str, Any]:
-        c = self.counters
+        summary = sanitize_nonfinite(self.summary) if self.summary is not None else None
+        finished_at = time.time() if self.finished else None
         return {
-            "status": self.status.value,
-            "summary": sanitize_nonfinite(self.summary) if self.summary is not None else None,
-            "error": self.error,
-            "finished_at": time.time() if self.finished else None,
-            "closed": closed,
-            "pid": self._pid,
-            **c.status_fields(),
+            **{"status": self.status.value, "summary": summary, "error": self.error},
+            **{"finished_at": finished_at, "closed": closed, "pid": self._pid},
+            **self.counters.status_fields(),
         }
 
     def _warn_losses(self) -> None:
@@ -424,10 +410,9 @@ class RunState:
         self._lock = threading.RLock()
         self._finish_lock = threading.RLock()  # a signal handler may re-enter
         self.counters = Counters()
+        self._reporter = Reporter(self.counters, self.on_error)
         self.summary_acc = SummaryAccumulator()
         self._summarizes = False  # the parent reads this process's segments back at finish
-        self._first_error = None
-        self._raised = False
         self.gate = LogGate()
         self._status_lock = threading.Lock()
         if self.archive is not None:

@@ -24,7 +24,8 @@ from prime_runs._delivery.metrics import DELIVERY_SUFFIX, KIND, MetricsJournal, 
 from prime_runs._journal.archive import RunArchive
 from prime_runs._records.item import Item, Outcome
 from prime_runs._records.jsonio import encode_json
-from prime_runs._runs.state import RAISE, RunState
+from prime_runs._runs.reporting import RAISE
+from prime_runs._runs.state import RunState
 from prime_runs.errors import ConfigurationError, RecordError, RunFinishedError
 from prime_runs.exporters.metrics import SINK_NAME, MetricsSink
 from prime_runs.platform.training import RUN_KINDS, TRAIN, TrainingPlatform, TrainingSpec
