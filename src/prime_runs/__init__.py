@@ -45,7 +45,7 @@ if TYPE_CHECKING:
     from prime_runs.processor import RunProcessor
     from prime_runs.run import Run
     from prime_runs.sampling import sampler
-    from prime_runs.settings import MODE_ENV
+    from prime_runs.settings import MODE_ENV, TRACES_OPT_OUT_ENV
     from prime_runs.status import RunStatus
 
 # errors.py imports nothing, so its list is free to read here (one list, not two).
@@ -69,6 +69,7 @@ _SOURCES: dict[str, str] = {
     "sampler": ".sampling",
     "record_score": "._genai.scores",
     "MODE_ENV": ".settings",
+    "TRACES_OPT_OUT_ENV": ".settings",
     "RunStatus": ".status",
     "metrics": ".metrics",
     "projection": ".projection",
@@ -93,6 +94,7 @@ def __dir__() -> list[str]:
 __all__ = [
     "CONFIG_SOURCE_KEY",
     "MODE_ENV",
+    "TRACES_OPT_OUT_ENV",
     "APIError",
     "APITimeoutError",
     "AmbiguousRunError",

@@ -57,6 +57,27 @@ class ConfigSource:
             filename=filename if isinstance(filename, str) and filename else None,
         )
 
+    # 0.1.4's spellings of the constructors.
+    @classmethod
+    def from_mapping(cls, value: Mapping[str, Any]) -> ConfigSource | None:
+        """0.1.4's name for :meth:`from_stored`."""
+        return cls.from_stored(value)
+
+    @classmethod
+    def from_file(cls, path: str | os.PathLike[str]) -> ConfigSource:
+        """Read a config file as ``init(config=path)`` does (``ConfigurationError`` naming
+        the path when it is missing, unreadable, not UTF-8 or over 256 KiB)."""
+        return read_config_source(path)
+
+    @classmethod
+    def coerce(cls, value: object) -> ConfigSource | None:
+        """``None``, a ``ConfigSource``, or a path (a ``str`` is always a path)."""
+        if value is None or isinstance(value, cls):
+            return value
+        if isinstance(value, (str, os.PathLike)):
+            return read_config_source(value)
+        raise TypeError(f"a config source is a path or a ConfigSource, not {type(value).__name__}")
+
 
 def format_for(path: str | os.PathLike[str]) -> str:
     """``toml``/``json``/``yaml`` from the suffix (case-insensitive), else ``text``."""
