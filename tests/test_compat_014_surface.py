@@ -373,3 +373,15 @@ def test_update_summary_in_a_joined_process_says_where_to_call_it(isolated_env):
     owner.finish()
     status = json.loads((Path(owner.archive_path) / "status.json").read_text())
     assert status["summary"]["owner"] == 1 and "worker" not in status["summary"]
+
+
+def test_the_doc_names_every_014_name_of_the_surface():
+    text = (Path(__file__).parents[1] / "docs" / "coming-from-0.1.4.md").read_text("utf-8")
+    start = text.index("## The rest of the surface")
+    end = text.find("\n## ", start + 1)
+    section = text[start : end if end != -1 else len(text)]
+    for name in [*EXPORTS_014, *INIT_014, *RUN_014, "PRIME_TRACES_OPT_OUT", "is_terminal"]:
+        if name.startswith("__"):
+            continue  # `with run:` stands for __enter__/__exit__
+        assert f"{name}" in section, name
+    assert "with run:" in section
