@@ -337,6 +337,92 @@ def test_config_and_config_source(prime_env, tmp_path):
     assert prime_env.evaluations[mapped.id]["metadata"] == {"lr": 1e-5, "added": True}
 
 
+@pytest.mark.parametrize(
+    ("filename", "expected"),
+    [
+        ("train.toml", "toml"),
+        ("eval.json", "json"),
+        ("run.yaml", "yaml"),
+        ("run.yml", "yaml"),
+        ("config", "text"),
+    ],
+)
+def test_config_source_format_from_the_suffix(tmp_path, filename, expected):
+    path = tmp_path / filename
+    path.write_text("x = 1")
+    assert pr.ConfigSource.coerce(path).format == expected
+
+
+def test_config_source_errors_say_what_is_wrong(tmp_path):
+    with pytest.raises(pr.ConfigurationError, match="does not exist"):
+        pr.ConfigSource.coerce("environment = 'gsm8k'")  # a str is a path, never inline text
+    big = tmp_path / "big.toml"
+    big.write_text("x = 1\n" * 262144)
+    with pytest.raises(pr.ConfigurationError, match="over the"):
+        pr.ConfigSource.coerce(big)
+    binary = tmp_path / "eval.toml"
+    binary.write_bytes(b"\xff\xfe\x00binary")
+    with pytest.raises(pr.ConfigurationError, match="not UTF-8"):
+        pr.ConfigSource.coerce(binary)
+    with pytest.raises(TypeError, match="config source must be"):
+        pr.ConfigSource.coerce(object())
+
+
+def test_a_disabled_run_reports_its_config_source(tmp_path):
+    path = tmp_path / "train.toml"
+    path.write_text("# the launched file\n")
+    run = pr.init(environments=["gsm8k"], mode="disabled", config=path)
+    assert run.config_source == pr.ConfigSource("# the launched file\n", "toml", "train.toml")
+    run.finish()
+    assert pr.init(mode="disabled").config_source is None
+    missing = pr.init(mode="disabled", config=str(tmp_path / "gone.toml"))  # never fatal here
+    assert missing.config_source is None and missing.config == {}
+
+
+def test_values_merged_onto_a_launch_file_and_kept_through_a_failure(prime_env, tmp_path):
+    path = tmp_path / "eval.toml"
+    path.write_text("# launched\nmodel = 'x'\n")
+    run = open_eval(
+        config={"model": "x", pr.CONFIG_SOURCE_KEY: pr.ConfigSource.from_file(path).to_dict()}
+    )
+    assert run.config_source.filename == "eval.toml"
+    run.fail("something broke")
+    evaluation = prime_env.evaluations[run.id]
+    assert evaluation["status"] == "FAILED" and evaluation["error_message"] == "something broke"
+    assert evaluation["metadata"]["model"] == "x"
+    assert evaluation["metadata"][pr.CONFIG_SOURCE_KEY]["text"] == path.read_text()
+
+
+def test_a_disabled_run_answers_every_call_and_keeps_an_attached_id(isolated_env):
+    run = pr.init(mode="disabled")
+    run.log_traces([{"id": "t1"}])
+    run.log_metrics({"loss": 0.1}, step=1)
+    run.finish(summary={"avg_reward": 1.0})
+    assert run.id.startswith("disabled-") and run.url is None
+    assert run.status is RunStatus.COMPLETED and run.dropped_records == 0
+    assert not isolated_env.exists()  # nothing written
+    hosted = pr.init(mode="disabled", id="eval-hosted")
+    assert (hosted.id, hosted.attached) == ("eval-hosted", False)  # nothing to hand back to
+    hosted.finish()
+    managed = pr.init(kind="train", mode="disabled", id="run-managed", model="m")
+    assert (managed.id, managed.kind) == ("run-managed", "train")
+    managed.log_metrics({"loss": 0.1}, step=1)
+    managed.finish()
+    assert managed.status is RunStatus.COMPLETED
+
+
+def test_writes_after_finish_are_reported_or_raised(prime_env, episodes):
+    strict = open_eval(on_error="raise")
+    strict.finish()
+    for write in (
+        lambda: strict.log_traces([{"id": "t1"}]),
+        lambda: strict.log_episodes(episodes[:1]),
+        lambda: strict.update_summary({"late": 1.0}),
+    ):
+        with pytest.raises(pr.RunFinishedError):
+            write()
+
+
 def test_attached(prime_env):
     registered = open_eval()
     assert registered.attached is False

@@ -18,7 +18,7 @@ from prime_runs import semconv
 from prime_runs._delivery.provenance import from_resource
 from prime_runs._records.ids import ID_GENERATOR
 from prime_runs._runs.argcheck import check_arguments
-from prime_runs._runs.compat014 import apply_opt_out
+from prime_runs._runs.compat014 import apply_opt_out, disabled_config
 from prime_runs._runs.join import context_to_join, shared_join
 from prime_runs._runs.opening import RunOptions, check_on_error, open_state
 from prime_runs._runs.state import RAISE, RunState
@@ -186,8 +186,12 @@ def init(
     opts = dataclasses.replace(opts, resource=from_resource(provider.resource))
     state = open_training(opts) if kind == "train" else open_state(opts)
     if state is None:
-        disabled = Run(None, span=trace.INVALID_SPAN, tracer=None, mode=DISABLED, name=name)
+        # As 0.1.4: a disabled run keeps the id a launcher handed it (init(id=...)).
+        disabled = Run(
+            None, span=trace.INVALID_SPAN, tracer=None, mode=DISABLED, run_id=id, name=name
+        )
         disabled._kind = kind
+        disabled._disabled_config = disabled_config(config)
         return _with_timeout(disabled, arguments)
     _add_processor(provider, {})
     tracer = provider.get_tracer("prime_runs", __version__)

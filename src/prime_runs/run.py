@@ -59,6 +59,7 @@ class Run:
         self._kind = "eval"  # a disabled run's kind (init() sets it)
         self._finish_timeout: float | None = None  # init(finish_timeout=), 0.1.4's keyword
         self._disabled_summary: dict[str, Any] = {}
+        self._disabled_config: dict[str, Any] = {}  # init() fills it for a disabled run
         self._tokens: list[object] = []
         if state is not None:
             _exit.track(self)
@@ -116,7 +117,7 @@ class Run:
         """The run's config as stored on the platform (a file given by path sits under
         ``CONFIG_SOURCE_KEY``). As in 0.1.4, changes made before ``finish()`` are sent with
         the close-out of a run this process registered."""
-        return self._state.config if self._state else {}
+        return self._state.config if self._state else self._disabled_config
 
     @property
     def config_source(self) -> ConfigSource | None:

@@ -9,6 +9,7 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
+from prime_runs._runs.config import capture_config
 from prime_runs._runs.opening import RunOptions
 from prime_runs._runs.state import RAISE, RunState
 from prime_runs._runs.training import clean_metrics
@@ -76,3 +77,12 @@ def summary_view(state: RunState | None, disabled: dict[str, Any]) -> dict[str, 
     if state.finished and state.summary is not None:
         return state.summary
     return state.summary_updates
+
+
+def disabled_config(config: object) -> dict[str, Any]:
+    """A disabled run's ``run.config``, as 0.1.4 kept it (so ``run.config_source`` still says
+    which file a run was started from). Best effort: a disabled run never fails on it."""
+    try:
+        return capture_config(config)
+    except Exception:  # nothing about a disabled run may raise
+        return {}
