@@ -131,6 +131,31 @@ def test_the_014_exceptions_and_models_module_paths():
     assert (error.status_code, error.code) == (503, "x")
 
 
+def test_the_exceptions_module_keeps_014s_extra_names():
+    code = (
+        "import sys\n"
+        "from prime_runs.exceptions import is_record_rejection, is_transient\n"
+        "assert 'prime_traces' not in sys.modules  # loaded only for its own classes\n"
+        "from prime_runs.exceptions import LineFormatConflictError, TraceTooLargeError\n"
+        "import prime_traces.exceptions as theirs\n"
+        "assert TraceTooLargeError is theirs.TraceTooLargeError\n"
+        "assert LineFormatConflictError is theirs.LineFormatConflictError\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
+    from prime_runs import exceptions
+
+    assert exceptions.is_transient(pr.TransportError("down"))
+    assert exceptions.is_transient(pr.APITimeoutError("slow"))
+    assert not exceptions.is_transient(pr.ForbiddenError("no", status_code=403))
+    assert exceptions.is_record_rejection(pr.ValidationRejectedError("bad", status_code=400))
+    assert exceptions.is_record_rejection(pr.APIError("too big", status_code=413))
+    assert exceptions.is_record_rejection(pr.RecordError("nan"))
+    assert not exceptions.is_record_rejection(pr.ConfigurationError("no key"))
+    assert not exceptions.is_record_rejection(pr.APIError("down", status_code=503))
+    with pytest.raises(AttributeError):
+        exceptions.NoSuchError  # noqa: B018
+
+
 # -- traces_opt_out ------------------------------------------------------------------------
 
 
