@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test test-oldest-otel lint e2e bench online-demo clean browser
+.PHONY: demo test test-oldest-otel lint e2e e2e-ray bench online-demo clean browser
 
 # The report's browser tests drive Debian's Chromium (a downloaded browser build cannot be
 # fetched here). Installed once when missing; where it cannot be installed (no root, no apt)
@@ -56,11 +56,26 @@ test-oldest-otel:
 	  'pydantic>=2' 'hatchling>=1.18'
 	$(OLDEST_VENV)/bin/python -m pytest $(addprefix --ignore=,$(NOT_IN_OLDEST))
 
-e2e:
+e2e: e2e-ray
 	PYTHON=$(PYTHON) e2e/run.sh
+
+# Runs spanning processes on a real local Ray cluster (tasks, actors, a retried task,
+# node-local archives, Ray's working_dir) and a torchrun-style launch, against the
+# stand-in: e2e/ray/. Its own venv, with the `ray` extra.
+RAY_VENV := .venv-ray
+RAY_STAMP := $(RAY_VENV)/.installed
+
+$(RAY_STAMP): pyproject.toml
+	$(PYTHON) -m venv $(RAY_VENV)
+	$(RAY_VENV)/bin/pip install --quiet --upgrade pip
+	$(RAY_VENV)/bin/pip install --quiet -e '.[ray]'
+	touch $(RAY_STAMP)
+
+e2e-ray: $(RAY_STAMP)
+	RAY_AUTH_MODE=disabled $(RAY_VENV)/bin/python -m pytest -c e2e/ray/pytest.ini e2e/ray
 
 bench: $(STAMP)
 	$(BIN)/python bench/run.py
 
 clean:
-	rm -rf $(VENV) $(OLDEST_VENV) prime-runs build dist
+	rm -rf $(VENV) $(OLDEST_VENV) $(RAY_VENV) prime-runs build dist

@@ -7,6 +7,7 @@ from __future__ import annotations
 import inspect
 import json
 import math
+import os
 import subprocess
 import sys
 import time
@@ -496,3 +497,32 @@ def test_the_doc_names_every_014_name_of_the_surface():
             continue  # `with run:` stands for __enter__/__exit__
         assert f"{name}" in section, name
     assert "with run:" in section
+
+
+def test_update_summary_stays_on_top_of_a_summary_over_workers_elsewhere(prime_env, tmp_path):
+    worker = (
+        "import json, sys, prime_runs as pr\n"
+        "with pr.init(join=json.loads(sys.argv[1])) as run:\n"
+        "    run.log_episodes([{'id': f'ep-w-{i}', 'env': {'id': 'gsm8k'}, 'ok': True,\n"
+        "        'traces': [{'id': f'tr-w-{i}', 'rewards': {'c': {'score': 0.0}},\n"
+        "                    'timing': {'start': 1.0}}]} for i in range(3)])\n"
+    )
+    owner = open_eval()
+    owner.log_episodes(
+        {"id": "ep-o", "env": {"id": "gsm8k"}, "ok": True,
+         "traces": [{"id": "tr-o", "rewards": {"c": {"score": 1.0}}, "timing": {"start": 1.0}}]}
+    )  # fmt: skip
+    env = {**os.environ, "PRIME_RUNS_DIR": str(tmp_path / "other-disk")}
+    subprocess.run(
+        [sys.executable, "-c", worker, json.dumps(owner.context())],
+        env=env,
+        check=True,
+        timeout=90,
+    )
+    owner.update_summary({"pass@1": 0.25, "avg_reward": 9.0})  # the caller's numbers win
+    owner.finish()
+    (request,) = prime_env.requests_for("eval_finalize")
+    metrics = request.json["metrics"]
+    assert metrics["prime_runs"]["records_summarized"] == 4  # the worker's records count
+    assert metrics["avg_metrics"] == {"c": 0.25}
+    assert (metrics["pass@1"], metrics["avg_reward"]) == (0.25, 9.0)

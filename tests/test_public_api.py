@@ -40,6 +40,7 @@ EXPECTED = {
     "configure_exporter",
     "current_run",
     "init",
+    "join",
     "log_episodes",
     "log_traces",
     "metrics",

@@ -316,3 +316,22 @@ def test_an_account_without_prime_traces_still_gets_its_samples(prime_env, episo
     ((eval_id, evaluation),) = prime_env.evaluations.items()
     assert len(prime_env.samples(eval_id)) == 3
     assert evaluation["metrics"]["prime_runs"] == {"traces_episodes_written": 0}
+
+
+@pytest.mark.prime_platform(traces="service_not_enabled")
+def test_records_a_switched_off_traces_service_skipped_go_once_it_is_on(
+    prime_env, episodes, capsys
+):
+    # The live journal leaves such records pending; sync does the same, so a later sync
+    # delivers them once the account has Prime Traces.
+    run = _offline_run(episodes[:3])
+    assert main(["sync"]) == 0
+    assert prime_env.episode_writes == {}
+    capsys.readouterr()
+
+    prime_env.traces_mode = "enabled"
+    assert main(["sync", run.id]) == 0
+
+    assert len(prime_env.episode_writes) == 3 and set(prime_env.episode_writes.values()) == {1}
+    ((eval_id, _),) = prime_env.evaluations.items()
+    assert len(prime_env.samples(eval_id)) == 3  # the sample rows were not sent again

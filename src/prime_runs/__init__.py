@@ -18,6 +18,7 @@ from prime_runs._version import __version__
 
 if TYPE_CHECKING:
     from prime_runs import metrics, projection, semconv
+    from prime_runs._joining import join
     from prime_runs._runs.config import CONFIG_SOURCE_KEY, ConfigSource
     from prime_runs.api import configure_exporter, current_run, init, log_episodes, log_traces
     from prime_runs.errors import (
@@ -59,6 +60,7 @@ _SOURCES: dict[str, str] = {
     "configure_exporter": ".api",
     "current_run": ".api",
     "init": ".api",
+    "join": "._joining",
     "log_episodes": ".api",
     "log_traces": ".api",
     "EnvironmentRef": ".platform.environments",
@@ -124,6 +126,7 @@ __all__ = [
     "configure_exporter",
     "current_run",
     "init",
+    "join",
     "log_episodes",
     "log_traces",
     "metrics",

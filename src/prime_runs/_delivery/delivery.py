@@ -75,6 +75,8 @@ class Delivery:
         # it was registered are stamped with the platform's as they are sent.
         self._restamp: tuple[bytes, bytes] | None = None
         self._attached = threading.Event()
+        self._turns: dict[str, threading.Lock] = {}  # see ``_turn``
+        self._turns_lock = threading.Lock()
         self._trace_id = int.from_bytes(secrets.token_bytes(16), "big") or 1
 
     def __repr__(self) -> str:
@@ -203,18 +205,30 @@ class Delivery:
     ) -> bool:
         """Deliver what ``claim`` gives until it gives nothing or ``until`` passes (and the
         records the channel keeps for a resend); False when some are not stored (yet)."""
-        items = claim()
-        if not items and not channel.held():
-            return True
-        ok = True
-        while True:
-            outcome = channel.deliver(items, until)
-            ok = ok and not outcome.unsent
-            if time.monotonic() >= until:
-                return False  # out of time: what is left stays owed
+        turn = self._turn(channel.name)
+        if not turn.acquire(timeout=max(0.0, until - time.monotonic())):
+            return False  # another delivery of this sink kept it busy all the while
+        try:
             items = claim()
-            if not items:
-                return ok and not channel.held()
+            if not items and not channel.held():
+                return True
+            ok = True
+            while True:
+                outcome = channel.deliver(items, until)
+                ok = ok and not outcome.unsent
+                if time.monotonic() >= until:
+                    return False  # out of time: what is left stays owed
+                items = claim()
+                if not items:
+                    return ok and not channel.held()
+        finally:
+            turn.release()
+
+    def _turn(self, sink: str) -> threading.Lock:
+        """The sink's turn: one delivery claims its records at a time (a live export or a
+        drain), so the records a sink holds in memory are one claim's, never two."""
+        with self._turns_lock:
+            return self._turns.setdefault(sink, threading.Lock())
 
     # -- outcomes ----------------------------------------------------------------------
 
@@ -291,17 +305,23 @@ class Delivery:
 
     def _drain_one(self, channel: Channel, until: float) -> None:
         name = channel.name
+        turn = self._turn(name)
         while time.monotonic() < until and channel.retired is None:
-            items = self._stamped(
-                self.ledger.claim(name, max_items=BATCH_ITEMS, max_bytes=BATCH_BYTES)
-            )
-            if items or channel.held():
-                channel.deliver(items, until)
-            elif self.ledger.waiting(name):
-                # Claimed by a live export in flight: wait for it to settle.
-                self.ledger.wait_change(min(_POLL, until - time.monotonic()))
-            else:
+            if not turn.acquire(timeout=max(0.0, min(_POLL, until - time.monotonic()))):
+                continue  # a live export has the sink's turn
+            try:
+                items = self._stamped(
+                    self.ledger.claim(name, max_items=BATCH_ITEMS, max_bytes=BATCH_BYTES)
+                )
+                if items or channel.held():
+                    channel.deliver(items, until)
+                    continue
+            finally:
+                turn.release()
+            if not self.ledger.waiting(name):
                 return
+            # Claimed by a delivery in flight elsewhere (a user's exporter): wait for it.
+            self.ledger.wait_change(min(_POLL, until - time.monotonic()))
 
     def stop_by(self, at: float) -> None:
         for channel in self.channels.values():
@@ -333,5 +353,6 @@ class Delivery:
         """In a forked child: the parent's records are the parent's; the processors reset
         themselves (OpenTelemetry clears their queues in the child)."""
         self.ledger.after_fork()
+        self._turns, self._turns_lock = {}, threading.Lock()  # a parent thread's are stale
         for channel in self.channels.values():
             channel.after_fork()

@@ -215,7 +215,7 @@ class Ledger:
         One that cannot be read stays claimed: counted as not sent at finish, and pending
         for ``prime-runs sync``."""
         assert self._archive is not None
-        by_segment: dict[str, dict[int, tuple[int, bool]]] = {}
+        by_segment: dict[str, dict[int, tuple[int, bool, int]]] = {}
         items: list[Item] = []
         with self._cond:
             for ref, packed in lite:
@@ -226,12 +226,15 @@ class Ledger:
                 exact, packed = bool(packed & 1), packed >> 1
                 segment = segments[packed >> _OFFSET_BITS]
                 offset = packed & ((1 << _OFFSET_BITS) - 1)
-                by_segment.setdefault(segment, {})[offset] = (ref, exact)
+                size = self._sizes[ref - self._base]
+                by_segment.setdefault(segment, {})[offset] = (ref, exact, size)
         read: list[Item] = []
         for segment, refs in by_segment.items():
             try:
-                for key, data in self._archive.read_many(segment, sorted(refs)):
-                    read.append(_recovered(data, key, *refs[key.offset]))
+                sized = [(offset, entry[2]) for offset, entry in refs.items()]
+                for key, data in self._archive.read_many(segment, sized):
+                    ref, exact, _size = refs[key.offset]
+                    read.append(_recovered(data, key, ref, exact))
             except OSError as exc:
                 logger.warning("prime-runs: could not read records back from the journal: %s", exc)
         self._remember(read)

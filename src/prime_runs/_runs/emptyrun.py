@@ -33,8 +33,8 @@ def warn_if_empty(state: RunState) -> None:
 
 
 def _recorded_any(state: RunState) -> bool:
-    if state.counters.logged:
-        return True
+    if state.counters.logged or state.records_summarized:
+        return True  # (the second: workers elsewhere logged what the platform holds)
     if state.archive is None:
         return False
     try:  # forked children journal records this process never counted

@@ -8,6 +8,7 @@ it journals and uploads its own records only.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import logging
 import os
@@ -22,12 +23,15 @@ from opentelemetry.propagators.composite import CompositePropagator
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
 import prime_runs._runs.exithooks as _exit
+import prime_runs._runs.late as _late
+import prime_runs._runs.rerun as _retry
 from prime_runs import semconv
 from prime_runs._delivery.provenance import upload_context
 from prime_runs._journal.archive import RunArchive
 from prime_runs._runs.opening import RunOptions, archive_root, wire_sinks
 from prime_runs._runs.state import Identity, RunState
 from prime_runs.errors import ConfigurationError
+from prime_runs.platform._http import PlatformClient
 from prime_runs.platform.lifecycle import Registration
 from prime_runs.settings import BAGGAGE_ENV, OFFLINE, ONLINE, TRACEPARENT_ENV, Settings
 
@@ -163,15 +167,16 @@ def join_state(
     settings = settings or _settings(run_id, defaults)
     if settings is None:
         return None
-    mode = str(mode)
+    mode = run_mode = str(mode)
     if mode == ONLINE and not settings.api_key:
         logger.warning(
             "prime-runs: run %s is online but this process has no API key; its records are "
-            "kept in the local archive only",
+            "kept in the local archive only, until `prime-runs sync` runs with a key",
             run_id,
         )
         mode = OFFLINE
-    description = {"name": run_id, "mode": mode, "kind": "eval", "joined": True}
+    # The run's mode, not this process's: sync (with a key) uploads an online run's part.
+    description = {"name": run_id, "mode": run_mode, "kind": "eval", "joined": True}
     archive = None
     try:
         archive = RunArchive.create(archive_root(opts.dir), run_id, description)
@@ -186,6 +191,7 @@ def join_state(
         owner=False,
     )
     _exit.track_state(state)  # drained at exit, reset in forked children
+    state.after_finish = functools.partial(_after_join, settings if mode == ONLINE else None)
     if mode == ONLINE:
         wire_sinks(
             state,
@@ -194,4 +200,26 @@ def join_state(
             opts,
             context=upload_context(run_type="eval", resource=opts.resource),
         )
+    state.stored_ids = _retry.stored_ids(archive, list(state.delivery.channels))
     return state
+
+
+def _after_join(settings: Settings | None, state: RunState, deadline: float) -> None:
+    """A worker's join ends: say what a retry did not resend (``_retry``), and whether its
+    records were late for the run's finalize (``_late``)."""
+    if state.already_stored:
+        message = (
+            f"{state.already_stored} records logged into run {state.run_id} were already "
+            "stored by an earlier attempt on this host (a retried task); not sent again"
+        )
+        state.counters.note_error(message)
+    if settings is None:
+        return
+    try:
+        client = PlatformClient(settings)
+    except Exception:  # never fatal to the worker
+        return
+    try:
+        _late.after_join(state, client, deadline)
+    finally:
+        client.close()

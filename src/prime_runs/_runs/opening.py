@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import prime_runs._runs.coverage as _coverage
 from prime_runs._delivery.provenance import upload_context
 from prime_runs._journal.archive import RunArchive
 from prime_runs._runs.argcheck import check_arguments
@@ -275,6 +276,10 @@ def closer(
         deadline: float,
     ) -> None:
         try:
+            # Workers on other disks: the summary merges what the platform stored.
+            summary = _coverage.closing_summary(
+                state, lifecycle.client, registration.id, summary, deadline
+            )
             lifecycle.close(
                 registration,
                 status=status,

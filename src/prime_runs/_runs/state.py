@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import prime_runs._runs.finishing as _finishing
+import prime_runs._runs.rerun as _retry
 from prime_runs._delivery.delivery import Delivery
 from prime_runs._journal.archive import RunArchive
 from prime_runs._journal.journal import Journal, computed_summary
@@ -90,6 +91,13 @@ class RunState:
         self.finished = False
         self.summary: dict[str, Any] | None = None
         self.summary_updates: dict[str, Any] = {}  # Run.update_summary(), merged at finish
+        self.summary_given = False  # finish(summary=...): the producer's numbers win
+        self.records_summarized = 0  # records the summary covers, wherever logged (_coverage)
+        # A join's ids an earlier, crashed attempt on this host already stored (_retry).
+        self.stored_ids: frozenset[str] = frozenset()
+        self.already_stored = 0
+        # A join's last step at finish (_late: records that landed after the finalize).
+        self.after_finish: Callable[[RunState, float], None] | None = None
         self.error: str | None = None
         self._first_error: BaseException | None = None
         self._raised = False
@@ -166,6 +174,8 @@ class RunState:
 
         A journal failure is counted and reported, never raised: the record still goes
         to the sinks (offline, there are none, and it is lost, so it is not summarized)."""
+        if self.stored_ids and _retry.skip(self, encoded.record):
+            return
         key = None
         if self.journal is not None:
             key = self.journal.append(encoded, online=self.delivery.online)
@@ -275,6 +285,7 @@ class RunState:
             )
         self.status = status
         self.error = error
+        self.summary_given = summary is not None
         updates = dict(self.summary_updates)
         if summary is not None:  # as in 0.1.4, finish()'s summary wins over update_summary()
             self.summary = {**updates, **summary}
@@ -301,6 +312,8 @@ class RunState:
         if down:
             self._report_down()
         closed = self._close_out(status, error, deadline)
+        if self.after_finish is not None and not self.owner and not self.forked:
+            self.after_finish(self, deadline)
         with self._status_lock:
             self.finished = True
             self._closed = closed

@@ -11,10 +11,12 @@ from __future__ import annotations
 import time
 from typing import Any
 
+import prime_runs._runs.late as _late
 from prime_runs._journal.archive import RunArchive
-from prime_runs._journal.runinfo import EPISODE_KIND, TRACES, RunInfo
+from prime_runs._journal.runinfo import EPISODE_KIND, SAMPLES, TRACES, RunInfo
 from prime_runs._records.jsonio import sanitize_nonfinite
 from prime_runs._records.lines import parse_record
+from prime_runs._runs.coverage import SUMMARIZED_KEY
 from prime_runs.errors import PrimeRunsError, SyncError, describe
 from prime_runs.metrics import SummaryAccumulator
 from prime_runs.platform import evaluations
@@ -39,15 +41,18 @@ def close_run(
     archive = info.archive
     doc = dict(info.status_doc)
     status, reason = _outcome(info, doc)
+    deadline = time.monotonic() + CLOSE_TIMEOUT
     summary = doc.get("summary") if isinstance(doc.get("summary"), dict) else None
+    covered = None
     if summary is None:
-        summary = summary_from_records(archive)
+        summary, covered = _covering_summary(archive, client, eval_id, deadline)
     metrics = dict(sanitize_nonfinite(summary))
     extra = metrics.get("prime_runs")
     extra = dict(extra) if isinstance(extra, dict) else {}
     extra["traces_episodes_written"] = episodes_written(archive)
+    if covered is not None:
+        extra[SUMMARIZED_KEY] = covered
     metrics["prime_runs"] = extra
-    deadline = time.monotonic() + CLOSE_TIMEOUT
     try:
         current = evaluations.get(client, eval_id, deadline=deadline)
         already = str(current.get("status") or "").upper() not in evaluations.OPEN_STATUSES
@@ -95,6 +100,24 @@ def _outcome(info: RunInfo, doc: dict[str, Any]) -> tuple[RunStatus, str | None]
     return status, reason
 
 
+def _covering_summary(
+    archive: RunArchive, client: PlatformClient, eval_id: str, deadline: float
+) -> tuple[dict[str, Any], int | None]:
+    """A dead owner's summary: over its archive's records, and over what workers on other
+    disks stored when the evaluation holds more rows than this archive sent (merged by
+    record id, as a live owner's finish does); the local one when that cannot be read."""
+    local = summary_from_records(archive)
+    try:
+        total = evaluations.get(client, eval_id, deadline=deadline).get("totalSamples")
+        sent = len(archive.acknowledged().get(SAMPLES, ()))
+        if isinstance(total, int) and total <= sent:
+            return local, None
+        records = (data for _, _, data in archive.iter_records())
+        return _late.summary_over(client, eval_id, records, deadline)
+    except Exception:  # the local numbers still close the run
+        return local, None
+
+
 def summary_from_records(archive: RunArchive) -> dict[str, Any]:
     """The summary over the records that can be read; a bad one is left out (the upload
     rejected and reported it), never fatal."""
@@ -117,3 +140,22 @@ def episodes_written(archive: RunArchive) -> int:
     """Episodes Prime Traces acknowledged, counted from the archive's acks."""
     stored = archive.acknowledged().get(TRACES, set())
     return sum(1 for key in stored if key.segment.startswith(EPISODE_KIND + "-"))
+
+
+def late_records(
+    archive: RunArchive, client: PlatformClient, eval_id: str, notes: list[str]
+) -> int | None:
+    """After uploading records of a run already closed on the platform: how many reached it
+    after its finalize (their numbers folded in, ``_late``), said in ``notes``."""
+    local = (data for _, _, data in archive.iter_records())
+    try:
+        found = _late.check(client, eval_id, local, time.monotonic() + CLOSE_TIMEOUT)
+    except Exception as exc:  # the uploads stand; only the check is missing
+        notes.append(f"could not check whether the run's finalized numbers cover them: {exc}")
+        return None
+    if found is None:
+        return None
+    message = found.message(eval_id)
+    if message is not None:
+        notes.append(message)
+    return found.late

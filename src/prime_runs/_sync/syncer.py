@@ -29,7 +29,6 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 import prime_runs._journal.lease as _lease
@@ -42,7 +41,7 @@ from prime_runs._records.encode import encode, kind_of, traces_problem
 from prime_runs._records.item import Item, Outcome
 from prime_runs._records.lines import parse_record
 from prime_runs._runs.register_once import register
-from prime_runs._sync.close import close_run
+from prime_runs._sync.close import close_run, late_records
 from prime_runs._sync.readback import (
     Candidate,
     Unreadable,
@@ -50,6 +49,7 @@ from prime_runs._sync.readback import (
     rollout_counters,
     sample_ids,
 )
+from prime_runs._sync.report import SyncReport, line
 from prime_runs.errors import PrimeRunsError, RecordError, SyncError
 from prime_runs.exporters._channel import Channel
 from prime_runs.exporters._sinks import build_sinks
@@ -63,18 +63,6 @@ CHUNK_TIMEOUT = 300.0
 LEASE_WAIT = 5.0
 
 logger = logging.getLogger("prime_runs")
-
-
-@dataclass
-class SyncReport:
-    """What syncing one run did. ``ok``: everything landed and the run is closed."""
-
-    run_id: str
-    ok: bool
-    message: str
-    skipped: bool = False
-    platform_id: str | None = None
-    uploaded: dict[str, int] = field(default_factory=dict)
 
 
 def sync_run(
@@ -137,6 +125,8 @@ class _Syncer:
         self.progress = progress
         self.claimed = claimed
         self.uploaded: dict[str, int] = {sink: 0 for sink in info.sinks}
+        self.found: dict[str, int] = {sink: 0 for sink in info.sinks}
+        self.late: int | None = None
         self.rejected: dict[str, list[str]] = {}
         self.notes: list[str] = []
         self.eval_id = ""
@@ -178,6 +168,8 @@ class _Syncer:
             closed_how = close_run(
                 self.info, self.desc, self.settings, self.client, eval_id, platform.get("url")
             )
+        if closed_how is None and (any(self.uploaded.values()) or info.joined):
+            self.late = late_records(self.archive, self.client, eval_id, self.notes)
         if info.status_problem:
             failures.append(f"{info.status_problem}, so how the run ended is unknown")
         if info.links:  # never read through: what a link points at is not the run's
@@ -185,26 +177,19 @@ class _Syncer:
         for sink, reasons in self.rejected.items():
             failures.append(f"{len(reasons)} {SINK_LABELS[sink]} rejected ({reasons[0]})")
         report = SyncReport(
-            info.run_id, not failures, "", platform_id=eval_id, uploaded=dict(self.uploaded)
+            info.run_id,
+            not failures,
+            "",
+            platform_id=eval_id,
+            uploaded=dict(self.uploaded),
+            found=dict(self.found),
+            late=self.late,
         )
-        report.message = self._message(eval_id, platform.get("url"), failures, closed_how)
+        counts = {"uploaded": self.uploaded, "found": self.found}
+        report.message = line(
+            self.archive, eval_id, platform.get("url"), failures, closed_how, counts, self.notes
+        )
         return report
-
-    def _message(
-        self, eval_id: str, url: object, failures: list[str], closed_how: str | None
-    ) -> str:
-        sent = ", ".join(f"{n} {SINK_LABELS[s]}" for s, n in self.uploaded.items() if n)
-        parts = [f"uploaded {sent}" if sent else "nothing to upload"]
-        if closed_how:
-            parts.append(closed_how)
-        parts.extend(self.notes)
-        if failures:
-            left = inspect(self.archive)
-            still = left.pending_text()
-            tail = f"; still pending: {still}" if still != "-" else ""
-            return f"{eval_id}: " + "; ".join(failures) + tail + " (" + "; ".join(parts) + ")"
-        where = f" {url}" if isinstance(url, str) and url else ""
-        return f"{eval_id}: " + "; ".join(parts) + where
 
     def _ensure_environments(self, names: Sequence[str]) -> None:
         """The platform registers an eval only under an environment (checked before any
@@ -318,7 +303,7 @@ class _Syncer:
             item = Item(kind, data, key, problem, record_id)
             for sink in wanted:
                 if sink == SAMPLES and sample_id is not None and str(sample_id) in landed:
-                    self._ack(sink, [item])  # stored by an interrupted upload: never resend
+                    self._ack(sink, [item], found=True)  # stored already: never resend
                     continue
                 chunks[sink].append(item)
                 sizes[sink] += len(data)
@@ -341,7 +326,9 @@ class _Syncer:
         self._ack(sink, outcome.acked)
         for item, reason in outcome.rejected:
             self._settle(sink, REJECTED, [item.key] if item.key else [], reason)
-        if outcome.skipped:
+        if outcome.skipped and not outcome.quiet:
+            # As the live journal does: records a switched-off sink skipped stay pending,
+            # for a later sync once the service is on.
             self._settle(sink, SKIPPED, [i.key for i in outcome.skipped if i.key], None)
         # One round per sync: what failed transiently stays pending for the next run.
         if outcome.retire is not None or channel.held():
@@ -352,10 +339,11 @@ class _Syncer:
             else:
                 failures.append(f"{label}: {outcome.retire or outcome.retry_reason}")
 
-    def _ack(self, sink: str, items: list[Item]) -> None:
+    def _ack(self, sink: str, items: list[Item], *, found: bool = False) -> None:
         keys = [i.key for i in items if i.key is not None]
         self.archive.ack(sink, keys)
-        self.uploaded[sink] = self.uploaded.get(sink, 0) + len(keys)
+        counts = self.found if found else self.uploaded
+        counts[sink] = counts.get(sink, 0) + len(keys)
         self.progress.advance(len(keys))
 
     def _settle(self, sink: str, how: str, keys: list[RecordKey], reason: str | None) -> None:
@@ -407,7 +395,7 @@ class _Syncer:
             )
             return set()
         self.archive.ack(TRACES, sorted(held))
-        self.uploaded[TRACES] = self.uploaded.get(TRACES, 0) + len(held)
+        self.found[TRACES] = self.found.get(TRACES, 0) + len(held)
         self.progress.advance(len(held))
         return held
 
