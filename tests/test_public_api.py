@@ -20,6 +20,7 @@ EXPECTED = {
     "ForbiddenError",
     "JournalError",
     "MODE_ENV",
+    "TRACES_OPT_OUT_ENV",
     "NotFoundError",
     "PaymentRequiredError",
     "PrimeRunsError",

@@ -46,7 +46,7 @@ if TYPE_CHECKING:
     from prime_runs.processor import RunProcessor
     from prime_runs.run import Run
     from prime_runs.sampling import sampler
-    from prime_runs.settings import MODE_ENV
+    from prime_runs.settings import MODE_ENV, TRACES_OPT_OUT_ENV
     from prime_runs.status import RunStatus
 
 # errors.py imports nothing, so its list is free to read here (one list, not two).
@@ -71,6 +71,7 @@ _SOURCES: dict[str, str] = {
     "sampler": ".sampling",
     "record_score": "._genai.scores",
     "MODE_ENV": ".settings",
+    "TRACES_OPT_OUT_ENV": ".settings",
     "RunStatus": ".status",
     "metrics": ".metrics",
     "projection": ".projection",
@@ -95,6 +96,7 @@ def __dir__() -> list[str]:
 __all__ = [
     "CONFIG_SOURCE_KEY",
     "MODE_ENV",
+    "TRACES_OPT_OUT_ENV",
     "APIError",
     "APITimeoutError",
     "AmbiguousRunError",

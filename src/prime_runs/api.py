@@ -18,6 +18,7 @@ from prime_runs import semconv
 from prime_runs._delivery.provenance import from_resource
 from prime_runs._records.ids import ID_GENERATOR
 from prime_runs._runs.argcheck import check_arguments
+from prime_runs._runs.compat014 import apply_opt_out, disabled_config
 from prime_runs._runs.join import context_to_join, shared_join
 from prime_runs._runs.opening import RunOptions, check_on_error, open_state
 from prime_runs._runs.reporting import RAISE
@@ -157,6 +158,8 @@ def init(
     join: Mapping[str, str] | bool | None = None,
     kind: str = "eval",
     training: TrainingSpec | None = None,
+    finish_timeout: float | None = None,
+    traces_opt_out: bool | None = None,
 ) -> Run:
     """Start a run and return its handle.
 
@@ -166,25 +169,31 @@ def init(
     context or environment carries a run (``run.context()``) joins it instead of
     creating another; pass ``join=False`` to never join, or a carrier to join it.
     See ``docs/concepts.md``. ``kind="train"`` with ``training=TrainingSpec(...)`` and a
-    team registers a training run (``docs/training.md``).
+    team registers a training run (``docs/training.md``). 0.1.4's ``finish_timeout``
+    (``finish()``'s default timeout) and ``traces_opt_out`` (keep the run off Prime Traces:
+    argument > ``PRIME_TRACES_OPT_OUT`` > config file) are accepted too.
     """
     # First statement: locals() is exactly the call's arguments here.
     arguments = dict(locals())
     check_arguments(arguments)
     check_on_error(on_error)
     check_kind(kind, training)
-    opts = _options(arguments)
+    opts = apply_opt_out(_options(arguments), traces_opt_out)
     if join is not False and id is None and mode != DISABLED:
         ctx = context_to_join(join if isinstance(join, Mapping) else None)
         if ctx is not None:
-            return _join(ctx, opts, tracer_provider, handle_signals)
+            return _with_timeout(_join(ctx, opts, tracer_provider, handle_signals), arguments)
     provider = _sdk_provider(tracer_provider)  # checked before anything is created
     opts = dataclasses.replace(opts, resource=from_resource(provider.resource))
     state = open_training(opts) if kind == "train" else open_state(opts)
     if state is None:
-        disabled = Run(None, span=trace.INVALID_SPAN, tracer=None, mode=DISABLED, name=name)
+        # As 0.1.4: a disabled run keeps the id a launcher handed it (init(id=...)).
+        disabled = Run(
+            None, span=trace.INVALID_SPAN, tracer=None, mode=DISABLED, run_id=id, name=name
+        )
         disabled._kind = kind
-        return disabled
+        disabled._disabled_config = disabled_config(config)
+        return _with_timeout(disabled, arguments)
     _add_processor(provider, {})
     tracer = provider.get_tracer("prime_runs", __version__)
     span = _run_span(tracer, state)
@@ -192,11 +201,18 @@ def init(
     _set_current(run)
     if handle_signals:
         _exit.install_signal_handlers()
+    return _with_timeout(run, arguments)
+
+
+def _with_timeout(run: Run, arguments: dict[str, Any]) -> Run:
+    run._finish_timeout = arguments["finish_timeout"]
     return run
 
 
 # init() arguments that say how to start the run rather than what it is.
-_NOT_OPTIONS = frozenset({"tracer_provider", "handle_signals", "join"})
+_NOT_OPTIONS = frozenset(
+    {"tracer_provider", "handle_signals", "join", "finish_timeout", "traces_opt_out"}
+)
 
 
 def _options(arguments: dict[str, Any]) -> RunOptions:

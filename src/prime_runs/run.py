@@ -4,21 +4,23 @@ from __future__ import annotations
 
 import logging
 import secrets
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 from opentelemetry import context as otel_context
 from opentelemetry import trace
 
-import prime_runs._records.access as _records
 import prime_runs._runs.closeouts as _closeouts
+import prime_runs._runs.compat014 as _compat
 import prime_runs._runs.exithooks as _exit
 import prime_runs._runs.training as _training
 from prime_runs import semconv
 from prime_runs._records.encode import EPISODE, encode
 from prime_runs._runs.closeouts import CRASH_REASON
+from prime_runs._runs.config import CONFIG_SOURCE_KEY, ConfigSource
 from prime_runs._runs.emptyrun import warn_if_empty
 from prime_runs._runs.finishing import DEFAULT_FINISH_TIMEOUT, check_timeout
+from prime_runs._runs.handling import as_records, span_reward, warn_ignored_finish
 from prime_runs._runs.join import carrier
 from prime_runs._runs.reporting import RAISE
 from prime_runs._runs.state import RunState
@@ -26,18 +28,6 @@ from prime_runs.errors import PrimeRunsError, RecordError, RunFinishedError, des
 from prime_runs.status import RunStatus
 
 logger = logging.getLogger("prime_runs")
-
-
-def _as_records(records: object) -> Iterable[object]:
-    # One record or many: a mapping or an object with to_record() is one record.
-    if isinstance(records, Mapping) or callable(getattr(records, "to_record", None)):
-        return (records,)
-    if isinstance(records, (str, bytes)) or not isinstance(records, Iterable):
-        raise RecordError(
-            f"log_episodes/log_traces take a record or an iterable of records, "
-            f"not a {type(records).__name__}"
-        )
-    return records
 
 
 class Run:
@@ -68,6 +58,9 @@ class Run:
         # still use, the status its own finish() gave (see _join.shared_join).
         self._status = RunStatus.RUNNING
         self._kind = "eval"  # a disabled run's kind (init() sets it)
+        self._finish_timeout: float | None = None  # init(finish_timeout=), 0.1.4's keyword
+        self._disabled_summary: dict[str, Any] = {}
+        self._disabled_config: dict[str, Any] = {}  # init() fills it for a disabled run
         self._tokens: list[object] = []
         if state is not None:
             _exit.track(self)
@@ -114,6 +107,37 @@ class Run:
     def on_error(self) -> str:
         """``"warn"`` or ``"raise"``, as given to ``init()``."""
         return self._state.on_error if self._state else "warn"
+
+    @property
+    def attached(self) -> bool:
+        """Whether ``init(id=...)`` attached this handle to a run a launcher created."""
+        return bool(self._state and self._state.description.get("attached"))
+
+    @property
+    def config(self) -> dict[str, Any]:
+        """The run's config as stored on the platform (a file given by path sits under
+        ``CONFIG_SOURCE_KEY``). As in 0.1.4, changes made before ``finish()`` are sent with
+        the close-out of a run this process registered."""
+        return self._state.config if self._state else self._disabled_config
+
+    @property
+    def config_source(self) -> ConfigSource | None:
+        """The config file the run was started from (``init(config=path)``), if any."""
+        return ConfigSource.from_stored(self.config.get(CONFIG_SOURCE_KEY))
+
+    @property
+    def summary(self) -> dict[str, Any]:
+        """Before ``finish()``: what ``update_summary()`` gathered (0.1.4 callers may also
+        write into it). After: the summary the run was closed with."""
+        return _compat.summary_view(self._state, self._disabled_summary)
+
+    def update_summary(self, values: Mapping[str, Any]) -> None:
+        """Merge run-level outputs (e.g. ``{"pass@1": 0.62}``) into the summary ``finish()``
+        sends, over the one computed from the episodes; a ``finish(summary)`` wins over
+        them. Non-finite numbers are dropped. ``TypeError`` for a non-mapping or a value
+        JSON cannot hold; after ``finish()`` it is reported (raised under
+        ``on_error="raise"``) and changes nothing."""
+        _compat.update_summary(self._state, values, self._disabled_summary)
 
     @property
     def span(self) -> trace.Span:
@@ -199,7 +223,7 @@ class Run:
         if state is None:
             return
         try:
-            items = _as_records(records)
+            items = as_records(records)
         except PrimeRunsError as exc:
             self._bad_input(exc, 1)
             return
@@ -253,7 +277,7 @@ class Run:
         env = record.get("env")
         if kind == EPISODE and isinstance(env, Mapping) and isinstance(env.get("id"), str):
             attributes[semconv.RECORD_ENV] = env["id"]
-        reward = _span_reward(kind, record)
+        reward = span_reward(kind, record)
         if reward is not None:
             attributes[semconv.RECORD_REWARD] = reward
         # The payload travels beside the span (already journaled and queued), so the
@@ -303,6 +327,8 @@ class Run:
         nothing all run, it stops waiting after about 10 s and says what is kept
         locally for ``prime-runs sync``.
         """
+        if timeout is None:
+            timeout = self._finish_timeout
         seconds = check_timeout(timeout, default=DEFAULT_FINISH_TIMEOUT, what="finish")
         status = RunStatus.coerce(status)
         if not status.terminal:
@@ -326,7 +352,7 @@ class Run:
             state.raise_pending()
             return
         if not state.finish(status, dict(summary) if summary else None, reason, seconds):
-            _warn_ignored_finish(state.run_id, status, reason, summary)
+            warn_ignored_finish(state.run_id, status, reason, summary)
             return
         if not _training.logged_any(state):  # metrics rows are what a training run logs
             warn_if_empty(state)
@@ -334,9 +360,11 @@ class Run:
         self._end_span(status, reason)
         state.raise_pending()
 
-    def fail(self, error: str | BaseException | None = None) -> None:
-        """Finish the run as failed with ``error`` as the reason."""
-        self.finish(None, RunStatus.FAILED, error)
+    def fail(
+        self, error: str | BaseException | None = None, *, timeout: float | None = None
+    ) -> None:
+        """Finish the run as failed with ``error`` as the reason (``timeout`` as in finish)."""
+        self.finish(None, RunStatus.FAILED, error, timeout=timeout)
 
     def _end_span(self, status: RunStatus, reason: str | None) -> None:
         _closeouts.end_span(self._span, status, reason)  # the one way a run span ends
@@ -350,6 +378,11 @@ class Run:
                 return
             if state.finish(RunStatus.CRASHED, None, CRASH_REASON, timeout):
                 self._end_span(RunStatus.CRASHED, CRASH_REASON)
+
+    def reset_after_fork(self) -> None:
+        """Kept for 0.1.4 code, which had its fork hook call it; forks are handled here
+        without it (a child sends what it logs and never closes the run), so it does
+        nothing."""
 
     # -- context manager ---------------------------------------------------------------
 
@@ -375,40 +408,6 @@ class Run:
                 raise
             # The original exception propagates; a teardown failure never replaces it.
             logger.warning("prime-runs: closing the run failed", exc_info=True)
-
-
-def _warn_ignored_finish(
-    run_id: str, status: RunStatus, reason: str | None, summary: object
-) -> None:
-    """A later finish() that asks for something changes nothing: say so, or its status and
-    error are lost without a trace. A plain repeat (``with run:`` after ``finish()``) is quiet."""
-    if status is RunStatus.COMPLETED and reason is None and summary is None:
-        return
-    logger.warning(
-        "prime-runs: run %s was already finished (or is finishing), so this finish(status=%s%s%s) "
-        "is ignored: the first call's status, summary and error stand. Give the final status, "
-        "summary and error to a single finish() (or use fail(error) instead of finish()).",
-        run_id,
-        status.value,
-        f", error={reason!r}" if reason is not None else "",
-        ", summary=..." if summary is not None else "",
-    )
-
-
-def _span_reward(kind: str, record: Mapping[str, Any]) -> float | None:
-    """The reward a reader would show: the summary trace's, for an episode."""
-    try:
-        if kind == EPISODE:
-            traces = record.get("traces")
-            if not isinstance(traces, list) or not traces:
-                return None
-            trace_record = traces[_records.summary_trace_index(traces)]
-        else:
-            trace_record = record
-        value = _records.reward(trace_record)
-        return float(value) if isinstance(value, (int, float)) else None
-    except Exception:  # an odd record shape only costs the attribute
-        return None
 
 
 def _is_cancelled(exc: BaseException) -> bool:

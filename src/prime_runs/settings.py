@@ -20,6 +20,10 @@ Environment variables:
     ``online``, ``offline`` or ``disabled``; trimmed and case-insensitive.
 ``PRIME_RUNS_DIR``
     Root of the local run archive (resolved by the archive, not here).
+``PRIME_TRACES_OPT_OUT``
+    ``true`` (or ``1``, ``yes``, ``on``) keeps runs off Prime Traces, as in 0.1.4: their
+    episodes go to the legacy sample tables only. ``false``/``0``/``no``/``off`` or blank:
+    not opted out. Also read as ``traces_opt_out`` from the config file.
 ``TRACEPARENT``, ``BAGGAGE``
     A run to join from another process (W3C carrier; see ``docs/distributed.md``).
 """
@@ -47,6 +51,7 @@ TRACES_URL_ENV = "PRIME_TRACES_URL"
 FRONTEND_URL_ENV = "PRIME_FRONTEND_URL"
 MODE_ENV = "PRIME_RUNS_MODE"
 DIR_ENV = "PRIME_RUNS_DIR"
+TRACES_OPT_OUT_ENV = "PRIME_TRACES_OPT_OUT"
 TRACEPARENT_ENV = "TRACEPARENT"  # W3C carrier of a run to join (see _join.py)
 BAGGAGE_ENV = "BAGGAGE"
 
@@ -60,6 +65,7 @@ ENV_VARIABLES = (
     FRONTEND_URL_ENV,
     MODE_ENV,
     DIR_ENV,
+    TRACES_OPT_OUT_ENV,
     TRACEPARENT_ENV,
     BAGGAGE_ENV,
 )
@@ -275,6 +281,32 @@ def _resolve_mode(argument: str | None, env_value: str | None, *, has_key: bool)
     return mode
 
 
+_OPT_OUT = ("1", "true", "yes", "on")
+_STAY_IN = ("0", "false", "no", "off")
+
+
+def traces_opt_out(argument: bool | None, config_path: Path | None = None) -> bool:
+    """Whether a run stays off Prime Traces (0.1.4's opt-out): ``traces_opt_out=`` >
+    ``PRIME_TRACES_OPT_OUT`` > ``traces_opt_out`` in the config file > off. A variable that
+    is neither a yes nor a no raises ``ConfigurationError`` before anything is created."""
+    if argument is not None:
+        return argument
+    raw = os.environ.get(TRACES_OPT_OUT_ENV, "").strip()
+    if raw:
+        if raw.lower() in _OPT_OUT:
+            return True
+        if raw.lower() in _STAY_IN:
+            return False
+        raise ConfigurationError(
+            f"{TRACES_OPT_OUT_ENV}={raw[:40]!r} is neither true nor false; set it to true to "
+            "keep runs off Prime Traces, false (or unset it) to upload to Prime Traces"
+        )
+    value = load_config_file(config_path).get("traces_opt_out", False)
+    if isinstance(value, str):
+        return value.strip().lower() in _OPT_OUT
+    return bool(value)  # as 0.1.4 read it
+
+
 __all__ = [
     "API_KEY_ENV",
     "BASE_URL_ALIAS_ENV",
@@ -290,6 +322,7 @@ __all__ = [
     "OFFLINE",
     "ONLINE",
     "TEAM_ID_ENV",
+    "TRACES_OPT_OUT_ENV",
     "TRACES_URL_ENV",
     "Settings",
     "check_api_key",
@@ -297,4 +330,5 @@ __all__ = [
     "default_config_path",
     "load_config_file",
     "normalize_api_url",
+    "traces_opt_out",
 ]

@@ -21,6 +21,10 @@ class RunStatus(str, enum.Enum):
     def terminal(self) -> bool:
         return self is not RunStatus.RUNNING
 
+    def is_terminal(self) -> bool:
+        """0.1.4's spelling of :attr:`terminal`."""
+        return self.terminal
+
     @classmethod
     def coerce(cls, value: RunStatus | str) -> RunStatus:
         """Accept a member or its value in any case; anything else is a ValueError."""

@@ -7,6 +7,7 @@ scheme, an API key's characters) are checked where they are resolved, in ``setti
 
 from __future__ import annotations
 
+import math
 import os
 import reprlib
 from collections.abc import Collection, Iterable, Mapping
@@ -54,11 +55,37 @@ def check_arguments(arguments: Mapping[str, Any]) -> None:
         )
     _check_tags(arguments.get("tags"))
     check_environments_type(arguments.get("environments"))
+    _check_014_keywords(arguments)
     join = arguments.get("join")
     if join is not None and not isinstance(join, (bool, Mapping)):
         raise ConfigurationError(
             f"join= must be True, False, None or a carrier mapping, got {_kind(join)}"
         )
+
+
+def _check_014_keywords(arguments: Mapping[str, Any]) -> None:
+    """0.1.4's ``traces_opt_out=`` and ``finish_timeout=``."""
+    opt_out = arguments.get("traces_opt_out")
+    if opt_out is not None and not isinstance(opt_out, bool):
+        raise ConfigurationError(
+            f"traces_opt_out= must be True, False or None (None: {_OPT_OUT_SOURCES}), "
+            f"got {_kind(opt_out)}"
+        )
+    timeout = arguments.get("finish_timeout")
+    if timeout is None:
+        return
+    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)):
+        raise ConfigurationError(
+            f"finish_timeout= must be a number of seconds or None (300 s), got {_kind(timeout)}"
+        )
+    if (isinstance(timeout, float) and math.isnan(timeout)) or timeout < 0:
+        raise ConfigurationError(
+            f"finish_timeout={timeout!r} is not valid: give seconds >= 0 (0: do not wait for "
+            "uploads; inf: up to 24 hours), or None for the default 300 s"
+        )
+
+
+_OPT_OUT_SOURCES = "PRIME_TRACES_OPT_OUT, then traces_opt_out in ~/.prime/config.json"
 
 
 def _check_tags(tags: object) -> None:

@@ -57,6 +57,29 @@ class ConfigSource:
             filename=filename if isinstance(filename, str) and filename else None,
         )
 
+    # 0.1.4's spellings of the constructors.
+    @classmethod
+    def from_mapping(cls, value: Mapping[str, Any]) -> ConfigSource | None:
+        """0.1.4's name for :meth:`from_stored`."""
+        return cls.from_stored(value)
+
+    @classmethod
+    def from_file(cls, path: str | os.PathLike[str]) -> ConfigSource:
+        """Read a config file as ``init(config=path)`` does (``ConfigurationError`` naming
+        the path when it is missing, unreadable, not UTF-8 or over 256 KiB)."""
+        return read_config_source(path)
+
+    @classmethod
+    def coerce(cls, value: object) -> ConfigSource | None:
+        """``None``, a ``ConfigSource``, or a path (a ``str`` is always a path)."""
+        if value is None or isinstance(value, cls):
+            return value
+        if isinstance(value, (str, os.PathLike)):
+            return read_config_source(value)
+        raise TypeError(
+            f"a config source must be a path or a ConfigSource, got {type(value).__name__}"
+        )
+
 
 def format_for(path: str | os.PathLike[str]) -> str:
     """``toml``/``json``/``yaml`` from the suffix (case-insensitive), else ``text``."""
@@ -73,7 +96,7 @@ def read_config_source(path: str | os.PathLike[str]) -> ConfigSource:
             raw = handle.read(MAX_CONFIG_SOURCE_BYTES + 1)
     except FileNotFoundError:
         raise ConfigurationError(
-            f"config={shown!r}: no such file. A string config is always a file path; pass a "
+            f"config={shown!r} does not exist. A string config is always a file path; pass a "
             "mapping or ConfigSource(text=...) for an in-memory config"
         ) from None
     except OSError as exc:
@@ -81,12 +104,16 @@ def read_config_source(path: str | os.PathLike[str]) -> ConfigSource:
             f"config={shown!r} cannot be read: {exc.strerror or exc}"
         ) from None
     if len(raw) > MAX_CONFIG_SOURCE_BYTES:
-        raise ConfigurationError(f"config={shown!r} is larger than the {limit} limit")
+        raise ConfigurationError(
+            f"config={shown!r} is over the {limit} limit for a stored run config (it is never "
+            "truncated); pass a smaller file, or a mapping of the values that matter"
+        )
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise ConfigurationError(
-            f"config={shown!r} is not valid UTF-8 (byte {exc.start})"
+            f"config={shown!r} is not UTF-8 text (byte {exc.start}); a run config must be "
+            "readable text"
         ) from None
     return ConfigSource(text=text, format=format_for(path), filename=Path(path).name or None)
 

@@ -247,6 +247,8 @@ def cover(
         )
         return None
     state.summary = cov.summary
+    if state.summary_updates and state.summary is not None:  # Run.update_summary() on top
+        state.summary = {**state.summary, **state.summary_updates}
     if cov.unsummarized:
         _note(
             state,

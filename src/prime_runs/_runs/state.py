@@ -91,6 +91,7 @@ class RunState:
         self.finishing = False
         self.finished = False
         self.summary: dict[str, Any] | None = None
+        self.summary_updates: dict[str, Any] = {}  # Run.update_summary(), merged at finish
         self.summary_given = False  # finish(summary=...): the producer's numbers win
         self.records_summarized = 0  # records the summary covers, wherever logged (_coverage)
         # A join's ids an earlier, crashed attempt on this host already stored (_retry).
@@ -274,11 +275,15 @@ class RunState:
         self.status = status
         self.error = error
         self.summary_given = summary is not None
-        if summary is not None:
-            self.summary = dict(summary)
+        updates = dict(self.summary_updates)
+        if summary is not None:  # as in 0.1.4, finish()'s summary wins over update_summary()
+            self.summary = {**updates, **summary}
         elif self.owner and not self.forked:
             own = set(self.journal.segments) if self.journal is not None else set()
-            self.summary = computed_summary(self.archive, self.summary_acc, self.report, skip=own)
+            computed = computed_summary(self.archive, self.summary_acc, self.report, skip=own)
+            self.summary = {**(computed or {}), **updates} if updates else computed
+        elif updates:
+            self.summary = updates
         # Drain before closing: the platform computes statistics at finalize.
         # Whatever the live queues have not delivered (dropped, failed, still queued) goes
         # now, from the ledger (bytes in memory or in the journal), through the same sinks.

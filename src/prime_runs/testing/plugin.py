@@ -24,9 +24,10 @@ if TYPE_CHECKING:
     from prime_runs.testing._standin import StandInPlatform
 
 #: Variables ``prime_env`` removes before it sets its own, because they could leak from the
-#: developer's environment into a hermetic test: every one the SDK reads (a run to join
-#: included), plus the peer package's own. docs/testing.md lists them (a test compares).
-CLEARED_VARIABLES = (*ENV_VARIABLES, "PRIME_TRACES_OPT_OUT", "PRIME_RUN_ID")
+#: developer's environment into a hermetic test: every one the SDK reads (a run to join and
+#: 0.1.4's traces opt-out included), plus ``PRIME_RUN_ID``. docs/testing.md lists them (a
+#: test compares).
+CLEARED_VARIABLES = (*ENV_VARIABLES, "PRIME_RUN_ID")
 
 
 def pytest_configure(config: pytest.Config) -> None:
