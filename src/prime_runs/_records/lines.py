@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import json
 import re
+from contextlib import nullcontext
 from typing import Any
 
 import orjson
 
-from prime_runs._records.jsonio import may_hold_long_int
+from prime_runs._records.jsonio import LARGE_DECODE, LARGE_DECODE_LOCK, may_hold_long_int
 
 # A float overflows above ~1.8e308, so only an integer of 309 digits or more can fail to
 # convert. Most lines have none: the C scanner checks that before any Python hook runs.
@@ -47,7 +48,7 @@ def _checked_int(text: str) -> int:
 def parse_record(data: bytes, *, exact: bool = False) -> tuple[dict[str, Any] | None, str | None]:
     """``(record, None)`` for a usable record line, else ``(None, why it is not one)``.
     ``exact``: orjson wrote the line (see ``_json.encode_record_marked``)."""
-    if exact or not may_hold_long_int(data):
+    if len(data) <= LARGE_DECODE and (exact or not may_hold_long_int(data)):
         try:
             value = orjson.loads(data)  # exact here, and several times faster
         except ValueError:
@@ -55,10 +56,11 @@ def parse_record(data: bytes, *, exact: bool = False) -> tuple[dict[str, Any] | 
         else:
             return _record_or_why(value)
     try:
-        if _LONG_DIGITS.search(data):
-            value = json.loads(data, parse_int=_checked_int)
-        else:
-            value = json.loads(data)
+        with LARGE_DECODE_LOCK if len(data) > LARGE_DECODE else nullcontext():
+            if _LONG_DIGITS.search(data):
+                value = json.loads(data, parse_int=_checked_int)
+            else:
+                value = json.loads(data)
     except _TooLarge:
         return None, BIG_NUMBER
     except RecursionError:
