@@ -12,13 +12,13 @@ workers are daemon threads); OpenTelemetry resets them in a forked child.
 from __future__ import annotations
 
 import logging
-import os
 import threading
 
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
+import prime_runs._forking as _forking
 from prime_runs._otel_private import BATCH_PROCESSOR_LOGGERS
 from prime_runs.settings import positive_env_int
 
@@ -108,5 +108,4 @@ def _after_fork() -> None:
     _lock = threading.Lock()  # the parent's may have been held by another thread
 
 
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_after_fork)
+_forking.in_child(_after_fork)

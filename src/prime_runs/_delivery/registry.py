@@ -7,10 +7,11 @@ record and the sinks. Entries go when the run's delivery closes (or is collected
 
 from __future__ import annotations
 
-import os
 import threading
 import weakref
 from typing import Any
+
+import prime_runs._forking as _forking
 
 _lock = threading.Lock()
 _runs: weakref.WeakValueDictionary[str, Any] = weakref.WeakValueDictionary()
@@ -88,5 +89,4 @@ def forget_origins(delivery: Any) -> None:
                 _origins[origin] = (None, ref)
 
 
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=after_fork)
+_forking.in_child(after_fork)

@@ -32,6 +32,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+import prime_runs._forking as _forking
 from prime_runs._journal.nofollow import open_in_run
 
 try:
@@ -201,8 +202,7 @@ def _after_fork() -> None:
     _held.clear()
 
 
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_after_fork)
+_forking.in_child(_after_fork)
 
 
 def wait_free(run_dir: Path, segments: list[str], wait: float) -> dict[str, int]:

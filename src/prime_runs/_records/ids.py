@@ -17,13 +17,15 @@ import random
 from opentelemetry.sdk.trace.id_generator import IdGenerator
 from opentelemetry.trace import INVALID_SPAN_ID, INVALID_TRACE_ID
 
+import prime_runs._forking as _forking
+
 
 class SecureIdGenerator(IdGenerator):
     """An ``IdGenerator`` with its own generator, seeded from the OS (and again after fork)."""
 
     def __init__(self) -> None:
         self._random = random.Random(os.urandom(32))
-        os.register_at_fork(after_in_child=self._reseed)
+        _forking.in_child(self._reseed)
 
     def _reseed(self) -> None:
         self._random.seed(os.urandom(32))

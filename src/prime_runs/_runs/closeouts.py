@@ -22,7 +22,6 @@ user's exporters) receive it.
 from __future__ import annotations
 
 import logging
-import os
 import threading
 import time
 from collections.abc import Callable
@@ -30,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 from opentelemetry.trace import Status, StatusCode
 
+import prime_runs._forking as _forking
 from prime_runs import semconv
 from prime_runs.status import RunStatus
 
@@ -119,7 +119,7 @@ def _forget_after_fork() -> None:
     _pending = []
 
 
-os.register_at_fork(after_in_child=_forget_after_fork)
+_forking.in_child(_forget_after_fork)
 
 
 # -- runs still open ---------------------------------------------------------------

@@ -30,6 +30,7 @@ import weakref
 from types import FrameType
 from typing import TYPE_CHECKING, Any
 
+import prime_runs._forking as _forking
 import prime_runs._runs.closeouts as _closeouts
 
 if TYPE_CHECKING:
@@ -115,7 +116,7 @@ def _install() -> None:
             return
         _installed = True
     register_exit_hook()
-    os.register_at_fork(after_in_child=_after_fork_in_child)
+    _forking.in_child(_after_fork_in_child)
     if _in_multiprocessing_child():
         # A spawn or forkserver worker: its process ends in os._exit, past atexit.
         _arm_multiprocessing_exit()

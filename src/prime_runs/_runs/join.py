@@ -22,6 +22,7 @@ from opentelemetry.baggage.propagation import W3CBaggagePropagator
 from opentelemetry.propagators.composite import CompositePropagator
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
+import prime_runs._forking as _forking
 import prime_runs._runs.exithooks as _exit
 import prime_runs._runs.late as _late
 import prime_runs._runs.rerun as _retry
@@ -151,8 +152,7 @@ def _after_fork() -> None:
     _open.clear()  # the parent's joins are the parent's
 
 
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_after_fork)
+_forking.in_child(_after_fork)
 
 
 def join_state(

@@ -12,13 +12,13 @@ from __future__ import annotations
 
 import logging
 import math
-import os
 import threading
 import time
 import weakref
 from collections.abc import Mapping
 from typing import Any
 
+import prime_runs._forking as _forking
 from prime_runs._delivery.delivery import Delivery
 from prime_runs._delivery.metrics import DELIVERY_SUFFIX, KIND, MetricsJournal, PausingChannel
 from prime_runs._journal.archive import RunArchive
@@ -218,5 +218,4 @@ def _after_fork() -> None:
         side.after_fork()
 
 
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_after_fork)
+_forking.in_child(_after_fork)
