@@ -127,3 +127,33 @@ def test_an_offline_rank_journals_its_rows_into_the_run(isolated_env: Path) -> N
     ]
     assert sorted(r["metrics"]["step"] for r in rows) == [10, 11, 12]
     assert {r["run_id"] for r in rows} == {owner.id}
+
+
+EXITING = r"""
+import json, sys
+import prime_runs as pr
+
+run = pr.join(json.loads(sys.argv[1]))
+for step in (5, 6):
+    run.log_metrics({"loss": 0.1}, step=step)
+# Leaves without finish() or flush(): the exit hook drains the rank's rows.
+"""
+
+
+def test_a_rank_that_exits_without_finishing_still_sends_its_rows(
+    prime_env: StandInPlatform,
+) -> None:
+    owner = _owner()
+    try:
+        proc = subprocess.run(
+            [sys.executable, "-c", EXITING, json.dumps(owner.context())],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert proc.returncode == 0, proc.stderr
+        assert sorted(r["step"] for r in prime_env.training_metrics(owner.id)) == [5, 6]
+        assert prime_env.requests_for("rft_finalize") == []
+    finally:
+        owner.finish()
+    assert prime_env.training_runs[owner.id]["finalize_count"] == 1
