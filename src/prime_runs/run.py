@@ -148,13 +148,14 @@ class Run:
         """The W3C carrier that lets another process or host log into this run.
 
         ``{"traceparent", "baggage"}`` (the baggage carries ``prime.run.id`` and
-        ``prime.run.mode``), or with ``env=True`` the ``TRACEPARENT``/``BAGGAGE``
-        environment form for a subprocess. ``prime_runs.init()`` in a process
-        whose environment or context carries it, or ``init(join=carrier)``, joins
-        this run instead of creating another; only this process closes it.
+        ``prime.run.mode``, and ``prime.run.kind`` for a training run), or with
+        ``env=True`` the ``TRACEPARENT``/``BAGGAGE`` environment form for a subprocess.
+        ``prime_runs.init()`` in a process whose environment or context carries it, or
+        ``init(join=carrier)``, joins this run instead of creating another; only this
+        process closes it.
         Empty for a disabled run.
         """
-        return carrier(self._span, self.id, self.mode, env=env)
+        return carrier(self._span, self.id, self.mode, env=env, kind=self.kind)
 
     @property
     def archive_path(self) -> str | None:

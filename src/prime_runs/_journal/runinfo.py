@@ -24,13 +24,15 @@ from prime_runs._journal.archive import (
     list_runs,
     settled_name,
 )
+from prime_runs._journal.metrics_rows import count_pending
 from prime_runs._journal.nofollow import links_in, open_for_reading
 from prime_runs.status import RunStatus
 
 TRACES = "traces"
 SAMPLES = "eval_samples"
 SINKS = (TRACES, SAMPLES)
-SINK_LABELS = {TRACES: "traces", SAMPLES: "samples"}
+METRICS = "train_metrics"  # a training run's metrics rows (``metrics_rows``), not records
+SINK_LABELS = {TRACES: "traces", SAMPLES: "samples", METRICS: "metrics rows"}
 EPISODE_KIND = "episode"
 
 # Allowance for the coarse boot-time clock when telling a reused pid from the owner.
@@ -189,6 +191,8 @@ def inspect(archive: RunArchive) -> RunInfo:
         base = total if sink == TRACES else episodes
         done = acked[sink] + sum(settled[sink].values())
         info.pending[sink] = max(0, base - done)
+    if description.get("kind") == "train":
+        info.pending[METRICS] = count_pending(archive.path)
     return info
 
 

@@ -1,9 +1,10 @@
 """Joining a run from another process or host through W3C context.
 
 The owner process puts ``traceparent`` plus ``baggage`` (``prime.run.id``,
-``prime.run.mode``) in a carrier; a worker that extracts it logs into the same
-run. A joined process never creates an evaluation and never closes the run:
-it journals and uploads its own records only.
+``prime.run.mode``, and ``prime.run.kind`` for a training run) in a carrier; a worker
+that extracts it logs into the same run. A joined process never creates an evaluation
+nor registers a training run, and never closes the run: it journals and uploads its own
+records (and a training rank its own metrics rows) only.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ import prime_runs._forking as _forking
 import prime_runs._runs.exithooks as _exit
 import prime_runs._runs.late as _late
 import prime_runs._runs.rerun as _retry
+import prime_runs._runs.training_join as _training
 from prime_runs import semconv
 from prime_runs._delivery.provenance import upload_context
 from prime_runs._journal.archive import RunArchive
@@ -34,21 +36,25 @@ from prime_runs._runs.state import Identity, RunState
 from prime_runs.errors import ConfigurationError
 from prime_runs.platform._http import PlatformClient
 from prime_runs.platform.lifecycle import Registration
+from prime_runs.platform.training import TRAIN
 from prime_runs.settings import BAGGAGE_ENV, OFFLINE, ONLINE, TRACEPARENT_ENV, Settings
 
 logger = logging.getLogger("prime_runs")
 
 BAGGAGE_MODE = "prime.run.mode"
+BAGGAGE_KIND = "prime.run.kind"  # only a training run's carrier has it: eval is the default
 _PROPAGATOR = CompositePropagator([TraceContextTextMapPropagator(), W3CBaggagePropagator()])
 
 
-def carrier(span: trace.Span, run_id: str, mode: str, *, env: bool = False) -> dict[str, str]:
+def carrier(
+    span: trace.Span, run_id: str, mode: str, *, env: bool = False, kind: str = "eval"
+) -> dict[str, str]:
     """The W3C carrier that lets another process join the run.
 
     ``{"traceparent", "baggage"}`` (the baggage carries ``prime.run.id`` and
-    ``prime.run.mode``); with ``env=True`` the same values under the
-    ``TRACEPARENT``/``BAGGAGE`` names a child process reads from its
-    environment. A run without a valid span (a disabled run) yields ``{}``:
+    ``prime.run.mode``, and ``prime.run.kind`` for a training run); with ``env=True``
+    the same values under the ``TRACEPARENT``/``BAGGAGE`` names a child process reads
+    from its environment. A run without a valid span (a disabled run) yields ``{}``:
     there is nothing to join.
     """
     if not span.get_span_context().is_valid:
@@ -56,6 +62,8 @@ def carrier(span: trace.Span, run_id: str, mode: str, *, env: bool = False) -> d
     ctx = trace.set_span_in_context(span, otel_context.Context())
     ctx = baggage.set_baggage(semconv.BAGGAGE_RUN_ID, run_id, ctx)
     ctx = baggage.set_baggage(BAGGAGE_MODE, mode, ctx)
+    if kind != "eval":
+        ctx = baggage.set_baggage(BAGGAGE_KIND, kind, ctx)
     out: dict[str, str] = {}
     _PROPAGATOR.inject(out, context=ctx)
     if env:
@@ -163,6 +171,7 @@ def join_state(
 ) -> RunState | None:
     """A non-owning state that logs into ``run_id`` from this process."""
     mode = baggage.get_baggage(BAGGAGE_MODE, ctx) or OFFLINE
+    kind = TRAIN if baggage.get_baggage(BAGGAGE_KIND, ctx) == TRAIN else "eval"
     opts = RunOptions(**{k: v for k, v in defaults.items() if k in RunOptions.__dataclass_fields__})
     settings = settings or _settings(run_id, defaults)
     if settings is None:
@@ -176,14 +185,14 @@ def join_state(
         )
         mode = OFFLINE
     # The run's mode, not this process's: sync (with a key) uploads an online run's part.
-    description = {"name": run_id, "mode": run_mode, "kind": "eval", "joined": True}
+    description = {"name": run_id, "mode": run_mode, "kind": kind, "joined": True}
     archive = None
     try:
         archive = RunArchive.create(archive_root(opts.dir), run_id, description)
     except OSError as exc:
         logger.warning("prime-runs: no local journal for joined run %s: %s", run_id, exc)
     state = RunState(
-        Identity(run_id, run_id, mode),
+        Identity(run_id, run_id, mode, None, kind),
         description=description,
         config={},
         archive=archive,
@@ -191,8 +200,12 @@ def join_state(
         owner=False,
     )
     _exit.track_state(state)  # drained at exit, reset in forked children
-    state.after_finish = functools.partial(_after_join, settings if mode == ONLINE else None)
-    if mode == ONLINE:
+    online = settings if mode == ONLINE else None
+    state.after_finish = functools.partial(_after_join, online)
+    if kind == TRAIN:
+        # Metrics rows of its own, and the traces sink; nothing registered, nothing closed.
+        state.after_finish = _training.wire(state, online, opts, _after_training_join)
+    elif mode == ONLINE:
         wire_sinks(
             state,
             settings,
@@ -223,3 +236,9 @@ def _after_join(settings: Settings | None, state: RunState, deadline: float) -> 
         _late.after_join(state, client, deadline)
     finally:
         client.close()
+
+
+def _after_training_join(state: RunState, deadline: float) -> None:
+    """A rank's join ends. A training run has no evaluation to look at for late records
+    (``_late``); only a retry's message applies."""
+    _after_join(None, state, deadline)

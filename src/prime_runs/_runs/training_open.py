@@ -51,14 +51,14 @@ def open_training(opts: RunOptions) -> RunState | None:
         return None
     root = archive_root(opts.dir)
     if settings.mode == OFFLINE:
-        return _open_offline(opts, spec, config, environments, root)
+        return _open_offline(opts, spec, config, environments, root, settings.team_id)
     platform = TrainingPlatform(settings)
     try:
         registration = _register(platform, opts, settings, spec, config, environments)
     except BaseException:
         platform.shutdown()
         raise
-    description = _describe(opts, spec, config, environments, settings.mode)
+    description = _describe(opts, spec, config, environments, settings.mode, settings.team_id)
     description["name"] = registration.name
     description["platform"] = {"id": registration.id, "url": registration.url}
     description["attached"] = bool(opts.id)
@@ -115,9 +115,11 @@ def _describe(
     config: dict[str, Any],
     environments: list[Any],
     mode: str,
+    team_id: str | None,
 ) -> dict[str, Any]:
     description = describe(opts, config, environments, mode)
     description["kind"] = TRAIN
+    description["team_id"] = team_id  # `prime-runs sync` registers an offline run under it
     description["training"] = dataclasses.asdict(spec)
     sinks = ["traces"] if opts.traces else []
     if opts.samples and parquet_available():
@@ -132,9 +134,10 @@ def _open_offline(
     config: dict[str, Any],
     environments: list[Any],
     root: Path,
+    team_id: str | None,
 ) -> RunState:
     run_id = local_run_id()
-    description = _describe(opts, spec, config, environments, OFFLINE)
+    description = _describe(opts, spec, config, environments, OFFLINE, team_id)
     description["name"] = name = opts.name or f"train-{run_id}"
     try:
         archive = RunArchive.create(root, run_id, description)

@@ -40,7 +40,7 @@ def close_run(
     Raises ``SyncError`` when the platform cannot be told."""
     archive = info.archive
     doc = dict(info.status_doc)
-    status, reason = _outcome(info, doc)
+    status, reason = outcome(info, doc)
     deadline = time.monotonic() + CLOSE_TIMEOUT
     summary = doc.get("summary") if isinstance(doc.get("summary"), dict) else None
     covered = None
@@ -87,7 +87,7 @@ def close_run(
     return "finalized" if status is RunStatus.COMPLETED else f"closed as {status.value}"
 
 
-def _outcome(info: RunInfo, doc: dict[str, Any]) -> tuple[RunStatus, str | None]:
+def outcome(info: RunInfo, doc: dict[str, Any]) -> tuple[RunStatus, str | None]:
     status = RunStatus.coerce(doc.get("status") or RunStatus.CRASHED.value)
     reason = doc.get("error") if isinstance(doc.get("error"), str) else None
     if info.status_problem:  # how it ended is unknown; its process is gone

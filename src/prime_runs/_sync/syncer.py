@@ -18,6 +18,9 @@ Per run, under an exclusive lock on the run folder:
    finalize, otherwise close-out; a dead owner that never finished -> crashed), unless an
    upload failed: the platform computes statistics at close, so it waits for the rest.
 
+A training run goes the same way through the RFT API (``_sync/training``): registered
+once, its episodes and metrics rows sent, then finalized or given its status.
+
 A run whose owner process is alive and still running is never touched. A run whose
 status.json cannot be used (missing, not JSON, wrong types, unknown status) is treated as
 dead and unfinished: uploaded, then closed as crashed with the reason, and reported as a
@@ -50,6 +53,7 @@ from prime_runs._sync.readback import (
     sample_ids,
 )
 from prime_runs._sync.report import SyncReport, line
+from prime_runs._sync.training import sync_training
 from prime_runs.errors import PrimeRunsError, RecordError, SyncError
 from prime_runs.exporters._channel import Channel
 from prime_runs.exporters._sinks import build_sinks
@@ -143,17 +147,14 @@ class _Syncer:
                 "run.json cannot be read (not JSON, or not a JSON object): nothing says what "
                 "this run is; restore it to sync the run"
             )
-        if self.desc.get("kind") == "train":
-            # Not an evaluation: registering or closing it as one would be wrong.
-            raise SyncError(
-                "a training run: `prime-runs sync` does not deliver training runs yet (its "
-                "records and metrics rows stay in this folder's journal)"
-            )
         if info.joined and info.mode != "online":
             raise SyncError(
                 "joined part of an offline run owned by another process; sync the owner's "
                 "archive (this folder has no registration of its own)"
             )
+        if self.desc.get("kind") == "train":
+            # Registered and closed through the RFT API, never as an evaluation.
+            return sync_training(self, info, self.settings)
         platform = info.platform
         if not platform:
             if not (any(info.pending.values()) or info.needs_close):
