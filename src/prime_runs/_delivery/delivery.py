@@ -120,7 +120,12 @@ class Delivery:
                 self.ledger.abandon(name)  # a sink the registration did not give
         if self.channels:
             _registry.register(self.run_id, self)
-            self._processors = {name: _pipeline.processor(name) for name in self.channels}
+            try:
+                self._processors = {name: _pipeline.processor(name) for name in self.channels}
+            except RuntimeError:
+                # Interpreter shutdown (Python 3.12+ starts no thread in exit hooks): no
+                # live path; finish() delivers the records from the ledger on its thread.
+                self._processors = {}
         self._expected = ()
         self._attached.set()
         if expected:
