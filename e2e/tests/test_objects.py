@@ -6,7 +6,10 @@ mappings give."""
 from __future__ import annotations
 
 import copy
+import os
+import tempfile
 import time
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -151,6 +154,11 @@ def _log_both_ways(
     with StandInPlatform() as second:
         for key, value in second.env().items():
             monkeypatch.setenv(key, value)
+        # Both stand-ins name their first evaluation alike, so the second run's archive
+        # folder would be the first's: a run folder of its own, as a real platform's unique
+        # ids give it (a shared folder counts both runs' records as this run's).
+        first_root = Path(os.environ["PRIME_RUNS_DIR"])
+        monkeypatch.setenv("PRIME_RUNS_DIR", tempfile.mkdtemp(dir=first_root.parent))
         mapping_run = _log_run(copy.deepcopy(mappings), kind)
         from_mappings = _stored(second, mapping_run)
     assert object_run == mapping_run  # both stand-ins number their first evaluation alike
