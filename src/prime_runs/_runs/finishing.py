@@ -14,6 +14,7 @@
 
 from __future__ import annotations
 
+import logging
 import math
 import threading
 import time
@@ -21,6 +22,8 @@ from collections.abc import Callable
 from typing import Any
 
 from prime_runs.errors import ConfigurationError
+
+logger = logging.getLogger("prime_runs")
 
 DEFAULT_FINISH_TIMEOUT = 300.0
 MAX_WAIT = 24 * 3600.0  # what `inf` (or any longer timeout) means
@@ -125,3 +128,43 @@ def platform_summary(summary: dict[str, Any] | None, written: int | None) -> dic
         extra["traces_episodes_written"] = written
         out["prime_runs"] = extra
     return out
+
+
+def final_summary(
+    given: dict[str, Any] | None, updates: dict[str, Any], computed: dict[str, Any] | None
+) -> dict[str, Any] | None:
+    """The summary a run closes with. As in 0.1.4, ``finish(summary=)`` wins over
+    ``update_summary()``; otherwise the updates go over the computed numbers."""
+    if given is not None:
+        return {**updates, **given}
+    if computed is not None:
+        return {**computed, **updates}
+    return updates or None
+
+
+def close_sinks(delivery: Any, counters: Any, report: Callable[..., None]) -> None:
+    """Close the run's sinks at finish: say what the ledger delivered that no live export
+    had, and count (and report) what is left for ``prime-runs sync``."""
+    counters.note_taken_over(delivery.taken_over())
+    for sink, n in counters.taken_over.items():
+        logger.info(
+            "prime-runs: %s: %d records no live export had sent were delivered from "
+            "the run's ledger at flush/finish",
+            sink,
+            n,
+        )
+    for sink, left in delivery.close().items():
+        counters.count_sink("failed", sink, left)
+        report(
+            f"{sink}: {left} records were not sent before the finish deadline; they are "
+            "in the archive for `prime-runs sync`",
+            warn=False,
+        )
+
+
+def report_down(counters: Any, archive: Any, report: Callable[..., None]) -> None:
+    """Report a platform that stored nothing (or stopped storing) during the run."""
+    with counters.lock:
+        kept = counters.logged - counters.unjournaled
+        stored = sum(counters.acked.values())
+    report(down_message(kept, stored, archive.path if archive is not None else None))

@@ -267,23 +267,10 @@ class RunState:
         # run RUNNING on the platform; unsent records stay in the journal for sync.
         send_by = deadline - min(5.0, (deadline - started) / 3)
         self.gate.wait_idle(send_by)
-        if self.registering is not None and not self.registering.settle(send_by):
-            self.report(
-                "the run was not registered on the platform before the finish deadline; "
-                "`prime-runs sync` registers it and uploads its records"
-            )
+        self._await_registration(send_by)
         self.status = status
         self.error = error
-        self.summary_given = summary is not None
-        updates = dict(self.summary_updates)
-        if summary is not None:  # as in 0.1.4, finish()'s summary wins over update_summary()
-            self.summary = {**updates, **summary}
-        elif self.owner and not self.forked:
-            own = set(self.journal.segments) if self.journal is not None else set()
-            computed = computed_summary(self.archive, self.summary_acc, self.report, skip=own)
-            self.summary = {**(computed or {}), **updates} if updates else computed
-        elif updates:
-            self.summary = updates
+        self._settle_summary(summary)
         # Drain before closing: the platform computes statistics at finalize.
         # Whatever the live queues have not delivered (dropped, failed, still queued) goes
         # now, from the ledger (bytes in memory or in the journal), through the same sinks.
@@ -297,9 +284,9 @@ class RunState:
         down = silent or self.delivery.platform_down()
         if down:
             deadline = min(deadline, time.monotonic() + _finishing.DOWN_CLOSE_BUDGET)
-        self._close_sinks()
+        _finishing.close_sinks(self.delivery, self.counters, self.report)
         if down:
-            self._report_down()
+            _finishing.report_down(self.counters, self.archive, self.report)
         closed = self._close_out(status, error, deadline)
         if self.after_finish is not None and not self.owner and not self.forked:
             self.after_finish(self, deadline)
@@ -310,6 +297,24 @@ class RunState:
         self._warn_losses()
         self._release_journal()
         return True
+
+    def _await_registration(self, until: float) -> None:
+        """A raw run span's registration still under way: wait for it until ``until``."""
+        if self.registering is not None and not self.registering.settle(until):
+            self.report(
+                "the run was not registered on the platform before the finish deadline; "
+                "`prime-runs sync` registers it and uploads its records"
+            )
+
+    def _settle_summary(self, given: dict[str, Any] | None) -> None:
+        """The run's final numbers: the producer's, else (the owner) computed from every
+        worker's records, with ``update_summary()``'s values merged in."""
+        self.summary_given = given is not None
+        computed = None
+        if given is None and self.owner and not self.forked:
+            own = set(self.journal.segments) if self.journal is not None else set()
+            computed = computed_summary(self.archive, self.summary_acc, self.report, skip=own)
+        self.summary = _finishing.final_summary(given, dict(self.summary_updates), computed)
 
     def _release_journal(self) -> None:
         """Once the run is finished and no request of its is in flight: close its journal
@@ -326,30 +331,6 @@ class RunState:
 
     def _stored_any(self) -> bool:
         return self.counters.stored_any()
-
-    def _close_sinks(self) -> None:
-        self.counters.note_taken_over(self.delivery.taken_over())
-        for sink, n in self.counters.taken_over.items():
-            logger.info(
-                "prime-runs: %s: %d records no live export had sent were delivered from "
-                "the run's ledger at flush/finish",
-                sink,
-                n,
-            )
-        for sink, left in self.delivery.close().items():
-            self.counters.count_sink("failed", sink, left)
-            self.report(
-                f"{sink}: {left} records were not sent before the finish deadline; they are "
-                "in the archive for `prime-runs sync`",
-                warn=False,
-            )
-
-    def _report_down(self) -> None:
-        with self.counters.lock:
-            kept = self.counters.logged - self.counters.unjournaled
-            stored = sum(self.counters.acked.values())
-        where = self.archive.path if self.archive is not None else None
-        self.report(_finishing.down_message(kept, stored, where))
 
     def _close_out(self, status: RunStatus, error: str | None, deadline: float) -> bool:
         """Close the run on the platform within ``deadline`` (plus ``CLOSE_MARGIN``)."""
