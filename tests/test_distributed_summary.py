@@ -13,56 +13,18 @@ from pathlib import Path
 
 import pytest
 
+import _workers
 import prime_runs as pr
 import prime_runs._runs.coverage as _coverage
+from _workers import WORKER, episode
 from prime_runs.platform._http import PlatformClient
 from prime_runs.settings import Settings
 from prime_runs.testing import StandInPlatform
 
-# A worker on "another node": its own PRIME_RUNS_DIR, joined through the carrier.
-WORKER = r"""
-import json, sys
-import prime_runs as pr
 
-carrier, tag, rewards = json.loads(sys.argv[1]), sys.argv[2], json.loads(sys.argv[3])
-with pr.init(join=carrier) as run:
-    run.log_episodes([
-        {"id": f"ep-{tag}-{i}", "env": {"id": "gsm8k"}, "ok": True, "errors": [],
-         "traces": [{"id": f"tr-{tag}-{i}", "rewards": {"correct": {"score": r}},
-                     "metrics": {"len": 2 * r},
-                     "timing": {"start": 1.0}}]}
-        for i, r in enumerate(rewards)
-    ])
-"""
-
-
-def episode(tag: str, i: int, reward: float) -> dict[str, object]:
-    return {
-        "id": f"ep-{tag}-{i}",
-        "env": {"id": "gsm8k"},
-        "ok": True,
-        "errors": [],
-        "traces": [
-            {
-                "id": f"tr-{tag}-{i}",
-                "rewards": {"correct": {"score": reward}},
-                "metrics": {"len": 2 * reward},
-                "timing": {"start": 1.0},
-            }
-        ],
-    }
-
-
-def run_worker(
-    run: pr.Run, root: Path, tag: str, rewards: list[float]
-) -> subprocess.CompletedProcess:
-    env = {**os.environ, "PRIME_RUNS_DIR": str(root)}
-    args = [json.dumps(run.context()), tag, json.dumps(rewards)]
-    proc = subprocess.run(
-        [sys.executable, "-c", WORKER, *args], env=env, capture_output=True, text=True, timeout=90
-    )
-    assert proc.returncode == 0, proc.stderr
-    return proc
+def run_worker(run: pr.Run, root: Path, tag: str, rewards: list[float]) -> list[str]:
+    """A worker on "another node": its own archive root, joined through the carrier."""
+    return _workers.run_worker(run.context(), tag, rewards, root=root, length=True)
 
 
 def finalized(platform: StandInPlatform) -> dict[str, object]:
@@ -74,7 +36,7 @@ def test_owner_summary_covers_workers_on_other_disks(
     prime_env: StandInPlatform, tmp_path: Path
 ) -> None:
     owner = pr.init(name="dist", environments=["gsm8k"])
-    owner.log_episodes([episode("owner", i, 1.0) for i in range(4)])
+    owner.log_episodes([episode("owner", i, 1.0, length=True) for i in range(4)])
     run_worker(owner, tmp_path / "node-a", "a", [0.0] * 6)
     run_worker(owner, tmp_path / "node-b", "b", [0.0, 1.0])
     owner.finish()
@@ -120,7 +82,7 @@ def test_unreadable_platform_keeps_the_local_summary_and_says_so(
     prime_env: StandInPlatform, tmp_path: Path
 ) -> None:
     owner = pr.init(name="write-only", environments=["gsm8k"])
-    owner.log_episodes([episode("owner", i, 1.0) for i in range(2)])
+    owner.log_episodes([episode("owner", i, 1.0, length=True) for i in range(2)])
     run_worker(owner, tmp_path / "node-a", "a", [0.0, 0.0])
     prime_env.fail("samples_list", 403, times=5)  # a write-only hosted token
     owner.finish()
@@ -171,7 +133,7 @@ def test_without_the_sample_table_the_owner_says_what_its_numbers_cover(
     prime_env: StandInPlatform, caplog: pytest.LogCaptureFixture
 ) -> None:
     owner = pr.init(name="no-samples", environments=["gsm8k"], samples=False)
-    owner.log_episodes([episode("owner", i, 1.0) for i in range(2)])
+    owner.log_episodes([episode("owner", i, 1.0, length=True) for i in range(2)])
     with caplog.at_level("INFO", logger="prime_runs"):
         owner.finish()
     assert finalized(prime_env)["avg_reward"] == 1.0
@@ -183,14 +145,14 @@ CRASHING_OWNER = r"""
 import json, os, subprocess, sys
 import prime_runs as pr
 
-worker, node = sys.argv[1], sys.argv[2]
+worker, node, episodes = sys.argv[1], sys.argv[2], sys.argv[3]
 run = pr.init(name="crashed-driver", environments=["gsm8k"])
 run.log_episodes([{"id": f"ep-owner-{i}", "env": {"id": "gsm8k"}, "ok": True, "errors": [],
                    "traces": [{"id": f"tr-owner-{i}", "rewards": {"correct": {"score": 1.0}},
                                "timing": {"start": 1.0}}]} for i in range(2)])
 run.flush()
 env = {**os.environ, "PRIME_RUNS_DIR": node}
-subprocess.run([sys.executable, "-c", worker, json.dumps(run.context()), "w", "[0.0, 0.0]"],
+subprocess.run([sys.executable, "-c", worker, json.dumps(run.context()), episodes],
                env=env, check=True)
 print(run.id, flush=True)
 os._exit(1)  # the driver dies without finishing
@@ -201,9 +163,10 @@ def test_sync_of_a_crashed_driver_covers_the_workers_on_other_disks(
     prime_env: StandInPlatform, tmp_path: Path
 ) -> None:
     owner_root = tmp_path / "driver"
+    shard = json.dumps([episode("w", i, 0.0, length=True) for i in range(2)])
     env = {**os.environ, "PRIME_RUNS_DIR": str(owner_root)}
     proc = subprocess.run(
-        [sys.executable, "-c", CRASHING_OWNER, WORKER, str(tmp_path / "node")],
+        [sys.executable, "-c", CRASHING_OWNER, WORKER, str(tmp_path / "node"), shard],
         env=env,
         capture_output=True,
         text=True,

@@ -12,60 +12,12 @@ import sys
 from pathlib import Path
 
 import prime_runs as pr
+from _workers import WORKER, cli, episode, run_worker
 from prime_runs.testing import StandInPlatform
-
-WORKER = r"""
-import json, sys
-import prime_runs as pr
-
-carrier, tag, rewards = json.loads(sys.argv[1]), sys.argv[2], json.loads(sys.argv[3])
-with pr.init(join=carrier) as run:
-    run.log_episodes([
-        {"id": f"ep-{tag}-{i}", "env": {"id": "gsm8k"}, "ok": True, "errors": [],
-         "traces": [{"id": f"tr-{tag}-{i}", "rewards": {"correct": {"score": r}},
-                     "timing": {"start": 1.0}}]}
-        for i, r in enumerate(rewards)
-    ])
-print(json.dumps(run.errors))
-"""
-
-
-def episode(tag: str, i: int, reward: float) -> dict[str, object]:
-    return {
-        "id": f"ep-{tag}-{i}",
-        "env": {"id": "gsm8k"},
-        "ok": True,
-        "errors": [],
-        "traces": [
-            {
-                "id": f"tr-{tag}-{i}",
-                "rewards": {"correct": {"score": reward}},
-                "timing": {"start": 1.0},
-            }
-        ],
-    }
 
 
 def worker(env: dict[str, str], carrier: dict[str, str], tag: str, rewards: list[float]) -> list:
-    proc = subprocess.run(
-        [sys.executable, "-c", WORKER, json.dumps(carrier), tag, json.dumps(rewards)],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=90,
-    )
-    assert proc.returncode == 0, proc.stderr
-    return json.loads(proc.stdout.splitlines()[-1])
-
-
-def cli(env: dict[str, str], *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "prime_runs.cli", *args],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    return run_worker(carrier, tag, rewards, env=env)
 
 
 def test_a_worker_that_lands_after_finalize_says_so_and_fixes_the_numbers(
@@ -156,8 +108,9 @@ def test_sync_of_a_delivered_node_folder_says_the_numbers_missed_it(
     )
     node = tmp_path / "node"
     env = {**os.environ, "PRIME_RUNS_DIR": str(node)}
+    shard = json.dumps([episode("actor", i, 0.0) for i in range(2)])
     proc = subprocess.run(
-        [sys.executable, "-c", killed, json.dumps(carrier), "actor", "[0.0, 0.0]"],
+        [sys.executable, "-c", killed, json.dumps(carrier), shard],
         env=env,
         capture_output=True,
         text=True,
