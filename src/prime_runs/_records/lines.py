@@ -77,6 +77,13 @@ def parse_record(data: bytes, *, exact: bool = False) -> tuple[dict[str, Any] | 
     return _record_or_why(value)
 
 
+def id_of_line(data: bytes) -> str | None:
+    """The ``id`` of the record on a line, or None (no record, or no string id)."""
+    record, _ = parse_record(data)
+    rid = record.get("id") if record is not None else None
+    return rid if isinstance(rid, str) else None
+
+
 def _record_or_why(value: Any) -> tuple[dict[str, Any] | None, str | None]:
     if not isinstance(value, dict):
         return None, f"a JSON {_json_type(value)}, not a record (a JSON object)"

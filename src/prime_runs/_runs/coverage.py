@@ -12,7 +12,6 @@ records and the finish report says which records it may be missing and where the
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 from collections.abc import Iterator
@@ -20,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from prime_runs._records.jsonio import encode_json
+from prime_runs._records.lines import id_of_line
 from prime_runs._runs.finishing import platform_summary
 from prime_runs.errors import describe
 from prime_runs.metrics import SummaryAccumulator
@@ -120,15 +120,6 @@ def record_of(row: dict[str, Any]) -> tuple[str | None, dict[str, Any] | None]:
     return (rid if isinstance(rid, str) else None), row
 
 
-def _record_id(data: bytes) -> str | None:
-    try:
-        record = json.loads(data)
-    except ValueError:
-        return None
-    rid = record.get("id") if isinstance(record, dict) else None
-    return rid if isinstance(rid, str) else None
-
-
 def _local(
     archive: RunArchive | None, own: set[str], acc: SummaryAccumulator, cov: Coverage
 ) -> set[str]:
@@ -138,12 +129,12 @@ def _local(
     for key, _, data in archive.iter_records():
         if key.segment not in own:
             continue
-        rid = _record_id(data)
+        rid = id_of_line(data)
         if rid is not None:
             cov.own_ids.add(rid)  # already in this process's tally
     ids = set(cov.own_ids)
     for _, _, data in archive.iter_records(skip=own):
-        rid = _record_id(data)
+        rid = id_of_line(data)
         if rid is not None and rid in ids:
             cov.duplicates += 1
             continue

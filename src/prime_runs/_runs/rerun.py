@@ -14,7 +14,6 @@ numbers count the id once (``_coverage``); docs/distributed.md says how to avoid
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Collection, Mapping
 from typing import TYPE_CHECKING, Any
@@ -23,6 +22,7 @@ from prime_runs._journal.archive import RECORDS_DIR, RunArchive
 from prime_runs._journal.nofollow import segment_paths
 from prime_runs._journal.runinfo import pid_alive
 from prime_runs._records.encode import record_id
+from prime_runs._records.lines import id_of_line
 
 if TYPE_CHECKING:
     from prime_runs._runs.state import RunState
@@ -55,22 +55,13 @@ def stored_ids(archive: RunArchive | None, sinks: Collection[str]) -> frozenset[
         skip = {p.name for p in segment_paths(archive.path / RECORDS_DIR)} - names
         for key, _, data in archive.iter_records(skip=skip):
             if all(key in acked for acked in done):
-                rid = _record_id(data)
+                rid = id_of_line(data)
                 if rid is not None:
                     ids.add(rid)
         return frozenset(ids)
     except (OSError, ValueError) as exc:
         logger.info("prime-runs: could not read earlier attempts' records: %s", exc)
         return frozenset()
-
-
-def _record_id(data: bytes) -> str | None:
-    try:
-        record = json.loads(data)
-    except ValueError:
-        return None
-    rid = record.get("id") if isinstance(record, dict) else None
-    return rid if isinstance(rid, str) else None
 
 
 def skip(state: RunState, record: Mapping[str, Any]) -> bool:
