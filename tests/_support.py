@@ -46,14 +46,27 @@ def archive_root() -> Path:
     return Path(os.environ["PRIME_RUNS_DIR"])
 
 
-def run_cli(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
-    """``prime-runs ARGS`` as its own process."""
-    return subprocess.run(
-        [sys.executable, "-m", "prime_runs.cli", *args],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
+def cli_command(*args: str, chunk: int | None = None) -> list[str]:
+    """The command line of ``prime-runs ARGS``; ``chunk`` makes sync send batches of that
+    many records (so a kill can land between two acknowledged batches)."""
+    if chunk is None:
+        return [sys.executable, "-m", "prime_runs.cli", *args]
+    code = (
+        "import sys, prime_runs._sync.syncer as s; from prime_runs.cli import main; "
+        f"s.CHUNK_RECORDS = {chunk}; sys.exit(main(sys.argv[1:]))"
     )
+    return [sys.executable, "-c", code, *args]
+
+
+def run_cli(
+    *args: str,
+    timeout: float = 120,
+    env: dict[str, str] | None = None,
+    chunk: int | None = None,
+) -> subprocess.CompletedProcess:
+    """``prime-runs ARGS`` as its own process (see ``cli_command``)."""
+    command = cli_command(*args, chunk=chunk)
+    return subprocess.run(command, capture_output=True, text=True, timeout=timeout, env=env)
 
 
 def offline_run(episodes: list[dict], name: str = "offline", **init: Any) -> Any:

@@ -10,6 +10,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from _support import run_cli
+
 # The episodes come in as JSON, so the worker logs exactly what the test built.
 WORKER = r"""
 import json, sys
@@ -68,11 +70,5 @@ def run_worker(
 
 
 def cli(env: dict[str, str], *args: str) -> subprocess.CompletedProcess:
-    """``prime-runs`` as a user runs it, in a process of its own."""
-    return subprocess.run(
-        [sys.executable, "-m", "prime_runs.cli", *args],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    """``prime-runs`` as a user runs it, in a process of its own, with ``env``."""
+    return run_cli(*args, env=env)

@@ -20,7 +20,7 @@ import pytest
 
 import prime_runs as pr
 import prime_runs._sync.syncer as _sync
-from _support import archive_root, offline_run, only_segment
+from _support import archive_root, cli_command, offline_run, only_segment, run_cli
 from prime_runs._journal.archive import RunArchive
 from prime_runs.platform import evaluations
 
@@ -35,19 +35,7 @@ def _fresh_variant_cache():
 
 
 def _cli(*args: str, chunk: int | None = None, timeout: float = 120) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        _command(*args, chunk=chunk), capture_output=True, text=True, timeout=timeout
-    )
-
-
-def _command(*args: str, chunk: int | None = None) -> list[str]:
-    if chunk is None:
-        return [sys.executable, "-m", "prime_runs.cli", *args]
-    code = (
-        "import sys, prime_runs._sync.syncer as s; from prime_runs.cli import main; "
-        f"s.CHUNK_RECORDS = {chunk}; sys.exit(main(sys.argv[1:]))"
-    )
-    return [sys.executable, "-c", code, *args]
+    return run_cli(*args, chunk=chunk, timeout=timeout)
 
 
 def _hardening_run(episodes: list[dict], name: str = "hardening", **init: Any) -> pr.Run:
@@ -332,7 +320,7 @@ def test_a_sync_killed_at_any_point_against_a_slow_platform_then_rerun_stores_on
     # Every upload is stored, then answered late: kills land between commit and ack.
     prime_env.fail("traces_upload", 201, after_processing=True, delay=0.3, times=1000)
     proc = subprocess.Popen(
-        _command("sync", chunk=4), stdout=subprocess.PIPE, stderr=subprocess.PIPE
+        cli_command("sync", chunk=4), stdout=subprocess.PIPE, stderr=subprocess.PIPE
     )
     try:
         deadline = time.monotonic() + 60
@@ -397,7 +385,7 @@ def test_a_run_without_environments_is_warned_at_init_and_synced_with_environmen
 def test_a_sync_whose_reader_went_away_still_uploads_everything(prime_env, episodes):
     run = _hardening_run(episodes[:3])
     read, write = os.pipe()
-    proc = subprocess.Popen(_command("sync"), stdout=write, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(cli_command("sync"), stdout=write, stderr=subprocess.PIPE)
     os.close(write)
     os.close(read)  # nobody reads the result lines
 

@@ -11,8 +11,6 @@ import datetime
 import json
 import logging
 import os
-import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -20,18 +18,13 @@ import pytest
 from opentelemetry.sdk.trace import TracerProvider
 
 import prime_runs as pr
+from _support import run_cli
 
 NO_ID = {"prompt": "2+2?", "completion": "4", "reward": 1.0}
 
 
 def _root() -> Path:
     return Path(os.environ["PRIME_RUNS_DIR"])
-
-
-def _cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "prime_runs.cli", *args], capture_output=True, text=True, timeout=120
-    )
 
 
 def _warnings(caplog: pytest.LogCaptureFixture) -> list[str]:
@@ -50,7 +43,7 @@ def test_an_offline_run_refuses_at_log_time_what_sync_would_have_seen_refused(
     assert "uuid.uuid4().hex" in refused  # the fix
     assert "2 records were not logged" not in " ".join(_warnings(caplog))
     assert run.logged_records == 2
-    sync = _cli("sync", run.id)
+    sync = run_cli("sync", run.id)
     assert sync.returncode == 0, sync.stdout + sync.stderr
     assert "rejected" not in sync.stdout
     assert set(prime_env.episodes) == {e["id"] for e in episodes[:2]}
@@ -136,7 +129,7 @@ def test_show_leaves_out_a_reward_too_large_for_a_float(episodes):
     segment = Path(run.archive_path) / "records" / "episode-1-abcdef.jsonl"
     segment.write_text(f"{good}\n{big}\n")
 
-    show = _cli("show", run.id)
+    show = run_cli("show", run.id)
 
     assert show.returncode == 0
     assert "inf" not in show.stdout
@@ -150,7 +143,7 @@ def test_ls_leaves_out_a_summary_reward_too_large_for_a_float(episodes):
     status = Path(run.archive_path) / "status.json"
     status.write_text(status.read_text().replace('"avg_reward":', '"avg_reward": 1e400, "x":'))
 
-    ls = _cli("ls")
+    ls = run_cli("ls")
 
     assert ls.returncode == 0
     (row,) = [line for line in ls.stdout.splitlines() if line.startswith(run.id)]

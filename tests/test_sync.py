@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 import prime_runs as pr
+from _support import cli_command, run_cli
 from prime_runs._journal.archive import RunArchive
 from prime_runs.cli import main
 from prime_runs.platform import evaluations
@@ -51,20 +52,7 @@ def _offline_run(episodes: list[dict], **finish: Any) -> pr.Run:
 
 
 def _cli(*args: str, chunk: int | None = None, timeout: float = 60) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        _command(*args, chunk=chunk), capture_output=True, text=True, timeout=timeout
-    )
-
-
-def _command(*args: str, chunk: int | None = None) -> list[str]:
-    if chunk is None:
-        return [sys.executable, "-m", "prime_runs.cli", *args]
-    # Small chunks, so a kill can land between two acknowledged batches.
-    code = (
-        "import sys, prime_runs._sync.syncer as s; from prime_runs.cli import main; "
-        f"s.CHUNK_RECORDS = {chunk}; sys.exit(main(sys.argv[1:]))"
-    )
-    return [sys.executable, "-c", code, *args]
+    return run_cli(*args, chunk=chunk, timeout=timeout)
 
 
 def _counts(platform) -> dict[str, int]:
@@ -153,7 +141,7 @@ def test_sync_killed_midway_then_rerun_lands_everything_once(prime_env, episodes
     # The request is processed, then its answer hangs: kill the sync in that window.
     prime_env.fail(route, 503, after_processing=True, delay=60)
     proc = subprocess.Popen(
-        _command("sync", chunk=5), stdout=subprocess.PIPE, stderr=subprocess.PIPE
+        cli_command("sync", chunk=5), stdout=subprocess.PIPE, stderr=subprocess.PIPE
     )
     try:
         _wait_for(lambda: landed(prime_env), proc)
