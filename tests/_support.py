@@ -69,6 +69,36 @@ def run_cli(
     return subprocess.run(command, capture_output=True, text=True, timeout=timeout, env=env)
 
 
+def script_command(
+    directory: Path, source: str, *args: str, name: str = "scenario.py"
+) -> list[str]:
+    """Write ``source`` as a script into ``directory``; the command that runs it."""
+    path = directory / name
+    path.write_text(source)
+    return [sys.executable, str(path), *args]
+
+
+def run_script(
+    directory: Path, source: str, *args: str, timeout: float = 90
+) -> subprocess.CompletedProcess:
+    """Run ``source`` as a script in ``directory`` to its end, its output captured (text)."""
+    command = script_command(directory, source, *args)
+    return subprocess.run(command, capture_output=True, text=True, timeout=timeout, cwd=directory)
+
+
+def start_script(directory: Path, source: str, *args: str) -> subprocess.Popen[str]:
+    """Start ``source`` as a script in ``directory``, stdin, stdout and stderr piped (text)."""
+    command = script_command(directory, source, *args)
+    return subprocess.Popen(
+        command,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=directory,
+    )
+
+
 def offline_run(episodes: list[dict], name: str = "offline", **init: Any) -> Any:
     """A finished offline run in the archive root holding ``episodes``."""
     import prime_runs as pr

@@ -11,13 +11,12 @@ from __future__ import annotations
 import json
 import multiprocessing
 import os
-import subprocess
-import sys
 from collections import Counter
 from pathlib import Path
 
 import pytest
 
+from _support import run_script, start_script
 from prime_runs._journal.archive import RunArchive
 from prime_runs.testing import StandInPlatform
 
@@ -122,15 +121,7 @@ def _archive_ids(archive: RunArchive) -> Counter[str]:
 
 
 def _run_script(tmp_path: Path, script: str, *args: str, timeout: float = 90) -> str:
-    path = tmp_path / "scenario.py"
-    path.write_text(script)
-    proc = subprocess.run(
-        [sys.executable, str(path), *args],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        cwd=tmp_path,
-    )
+    proc = run_script(tmp_path, script, *args, timeout=timeout)
     assert proc.returncode == 0, proc.stderr
     return proc.stdout
 
@@ -198,16 +189,7 @@ def test_forked_child_never_resends_the_parents_queue(
     prime_env: StandInPlatform, tmp_path: Path
 ) -> None:
     prime_env.stall(None, 0.5)
-    path = tmp_path / "scenario.py"
-    path.write_text(OS_FORK_SCRIPT)
-    proc = subprocess.Popen(
-        [sys.executable, str(path)],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        cwd=tmp_path,
-    )
+    proc = start_script(tmp_path, OS_FORK_SCRIPT)
     try:
         assert proc.stdout is not None and proc.stdin is not None
         line = proc.stdout.readline()

@@ -7,8 +7,6 @@ import json
 import logging
 import os
 import signal
-import subprocess
-import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -16,6 +14,7 @@ from pathlib import Path
 import pytest
 
 import prime_runs._runs.exithooks as _exit
+from _support import start_script
 from prime_runs._journal.archive import RunArchive
 from prime_runs.testing import StandInPlatform
 
@@ -47,16 +46,7 @@ say(unreachable=True)
 
 
 def _terminate(tmp_path: Path, *args: str) -> tuple[int, list[dict[str, object]]]:
-    path = tmp_path / "scenario.py"
-    path.write_text(SCRIPT)
-    proc = subprocess.Popen(
-        [sys.executable, str(path), *args],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        cwd=tmp_path,
-    )
+    proc = start_script(tmp_path, SCRIPT, *args)
     assert proc.stdout is not None and proc.stderr is not None
     try:
         first = proc.stdout.readline()

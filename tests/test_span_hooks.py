@@ -10,8 +10,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -25,6 +23,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 import prime_runs as pr
 import prime_runs._runs.closeouts as _closeouts
 from _otel import archive_of, evaluation_of, platform_id
+from _support import run_script, start_script
 from prime_runs import semconv
 from prime_runs._journal.archive import RunArchive
 from prime_runs.processor import SHUTDOWN_REASON
@@ -191,15 +190,7 @@ if sys.argv[1] == "end":
 
 
 def _exit_script(tmp_path: Path, mode: str) -> tuple[str, list[list[Any]]]:
-    script = tmp_path / "exit_scenario.py"
-    script.write_text(EXIT_SCRIPT)
-    proc = subprocess.run(
-        [sys.executable, str(script), mode],
-        capture_output=True,
-        text=True,
-        timeout=90,
-        cwd=tmp_path,
-    )
+    proc = run_script(tmp_path, EXIT_SCRIPT, mode)
     assert proc.returncode == 0, proc.stderr
     first, *rest = proc.stdout.splitlines()
     return json.loads(first)["id"], json.loads(rest[-1])
@@ -257,11 +248,7 @@ def test_a_run_span_ended_by_an_exit_handler_is_still_closed_out(
     # Past the interpreter's wait for threads, a background close-out would be cut off at
     # exit; it runs on the exit handler's thread instead.
     prime_env.stall("eval_finalize", 2.0)
-    script = tmp_path / "atexit_scenario.py"
-    script.write_text(ATEXIT_END_SCRIPT)
-    proc = subprocess.run(
-        [sys.executable, str(script)], capture_output=True, text=True, timeout=90, cwd=tmp_path
-    )
+    proc = run_script(tmp_path, ATEXIT_END_SCRIPT)
     assert proc.returncode == 0, proc.stderr
     run_id = json.loads(proc.stdout.splitlines()[0])["id"]
     assert evaluation_of(prime_env, run_id)["finalize_count"] == 1
@@ -295,16 +282,7 @@ def test_sigterm_waits_for_close_outs_and_cancels_open_raw_runs(
     prime_env: StandInPlatform, tmp_path: Path
 ) -> None:
     prime_env.stall("eval_finalize", 2.0)
-    script = tmp_path / "sigterm_scenario.py"
-    script.write_text(SIGTERM_SCRIPT)
-    proc = subprocess.Popen(
-        [sys.executable, str(script)],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        cwd=tmp_path,
-    )
+    proc = start_script(tmp_path, SIGTERM_SCRIPT)
     assert proc.stdout is not None and proc.stderr is not None
     try:
         first = proc.stdout.readline()
@@ -357,16 +335,7 @@ def test_a_forked_child_does_not_wait_for_the_parents_close_out(
     prime_env: StandInPlatform, tmp_path: Path
 ) -> None:
     prime_env.stall("eval_finalize", 60.0)  # until unstall()
-    script = tmp_path / "fork_scenario.py"
-    script.write_text(FORK_SCRIPT)
-    proc = subprocess.Popen(
-        [sys.executable, str(script)],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        cwd=tmp_path,
-    )
+    proc = start_script(tmp_path, FORK_SCRIPT)
     assert proc.stdin is not None and proc.stdout is not None
     try:
         said = json.loads(proc.stdout.readline() or "{}")
