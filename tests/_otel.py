@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -20,6 +19,7 @@ from opentelemetry.sdk.trace.sampling import (
     TraceIdRatioBased,
 )
 
+import _support
 from prime_runs._journal.archive import RunArchive, list_runs
 
 RUN_ATTRS = {"prime.run.name": "settings", "prime.run.environments": ["gsm8k"]}
@@ -92,16 +92,7 @@ def raw_run(provider: TracerProvider, episodes: list[dict]) -> None:
 def run_script(
     tmp_path: Path, script: str, env: dict[str, str], *args: str
 ) -> subprocess.CompletedProcess[str]:
-    path = tmp_path / "script.py"
-    path.write_text(script)
-    return subprocess.run(
-        [sys.executable, str(path), *args],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        cwd=tmp_path,
-        env={**os.environ, **env},
-    )
+    return _support.run_script(tmp_path, script, *args, timeout=120, env=env)
 
 
 DROPPING = {

@@ -79,11 +79,19 @@ def script_command(
 
 
 def run_script(
-    directory: Path, source: str, *args: str, timeout: float = 90
-) -> subprocess.CompletedProcess:
-    """Run ``source`` as a script in ``directory`` to its end, its output captured (text)."""
+    directory: Path,
+    source: str,
+    *args: str,
+    timeout: float = 90,
+    env: dict[str, str] | None = None,
+) -> subprocess.CompletedProcess[str]:
+    """Run ``source`` as a script in ``directory`` to its end, its output captured (text);
+    ``env`` goes over this process's environment."""
     command = script_command(directory, source, *args)
-    return subprocess.run(command, capture_output=True, text=True, timeout=timeout, cwd=directory)
+    environ = {**os.environ, **env} if env is not None else None
+    return subprocess.run(
+        command, capture_output=True, text=True, timeout=timeout, cwd=directory, env=environ
+    )
 
 
 def start_script(directory: Path, source: str, *args: str) -> subprocess.Popen[str]:
@@ -114,3 +122,18 @@ def only_segment(run: Any) -> Path:
     """The run's one episode segment."""
     (path,) = (Path(run.archive_path) / "records").glob("episode-*.jsonl")
     return path
+
+
+def run_status(run: Any) -> dict[str, Any]:
+    """The run's ``status.json`` in its archive."""
+    assert run.archive_path is not None
+    return json.loads((Path(run.archive_path) / "status.json").read_text())
+
+
+def journal_lines(run: Any) -> list[bytes]:
+    """Every line of the run's journal, segment by segment."""
+    assert run.archive_path is not None
+    lines = []
+    for segment in sorted((Path(run.archive_path) / "records").glob("*.jsonl")):
+        lines.extend(segment.read_bytes().splitlines())
+    return lines

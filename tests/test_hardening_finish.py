@@ -10,27 +10,14 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 import prime_runs as pr
+from _support import DATA, journal_lines, run_status
 from prime_runs._runs.finishing import CLOSE_MARGIN, DOWN_CLOSE_BUDGET, SILENT_GRACE
 from prime_runs.cli import main
 from prime_runs.metrics import from_encoded
-
-
-def _status(run: pr.Run) -> dict[str, Any]:
-    assert run.archive_path is not None
-    return json.loads((Path(run.archive_path) / "status.json").read_text())
-
-
-def _journal(run: pr.Run) -> list[bytes]:
-    assert run.archive_path is not None
-    lines = []
-    for segment in sorted((Path(run.archive_path) / "records").glob("*.jsonl")):
-        lines.extend(segment.read_bytes().splitlines())
-    return lines
 
 
 def _huge(episodes: list[dict]) -> list[dict]:
@@ -52,7 +39,7 @@ def test_an_int_too_big_for_a_float_never_stops_finish(episodes, journal):
     assert run.finished and run.status is pr.RunStatus.COMPLETED
     assert any("left out of the run summary" in e for e in run.errors)
     if journal:
-        status = _status(run)
+        status = run_status(run)
         assert status["status"] == "completed" and status["finished_at"] is not None
         # The summary covers the records it could read, and says so.
         assert status["summary"] == pr.metrics.from_episodes(episodes[2:5])
@@ -63,7 +50,7 @@ def test_under_raise_a_huge_number_is_a_record_error_after_the_run_is_terminal(e
     run.log_episodes(_huge(episodes))
     with pytest.raises(pr.RecordError, match="fits a float"):
         run.finish()
-    assert run.finished and _status(run)["status"] == "completed"
+    assert run.finished and run_status(run)["status"] == "completed"
     run.finish()  # nothing left to raise, nothing left to do
 
 
@@ -73,7 +60,7 @@ def test_a_huge_number_online_still_finalizes(prime_env, episodes):
     run.finish()
     evaluation = prime_env.evaluations[run.id]
     assert evaluation["finalize_count"] == 1 and run.status is pr.RunStatus.COMPLETED
-    assert _status(run)["closed"] is True
+    assert run_status(run)["closed"] is True
     assert set(prime_env.episodes) >= {e["id"] for e in episodes[2:4]}
 
 
@@ -106,8 +93,6 @@ print(json.dumps({"refused": refused, "took": time.monotonic() - started,
 
 
 def test_non_finite_and_negative_timeouts_are_typed_errors_and_inf_ends(prime_env, episodes):
-    from _support import DATA
-
     child = subprocess.Popen(
         [sys.executable, "-c", TIMEOUT_CHILD, str(DATA / "episodes.jsonl")],
         stdin=subprocess.PIPE,
@@ -146,7 +131,7 @@ def test_finish_returns_within_its_timeout_against_a_stalled_platform(prime_env,
         prime_env.unstall()
     # The documented bound is timeout + CLOSE_MARGIN; the rest is slack for a busy machine.
     assert took < timeout + CLOSE_MARGIN + 1.4
-    assert run.finished and _status(run)["status"] == "completed"
+    assert run.finished and run_status(run)["status"] == "completed"
     assert any("prime-runs sync" in e for e in run.errors)
 
 
@@ -190,8 +175,8 @@ def test_finish_shuts_out_log_calls_in_flight(episodes):
     for _ in range(25):
         run, landed, after_finish = _race_round(episodes)
         assert after_finish == 0  # no call returned successfully after finish() returned
-        status = _status(run)
-        journal = _journal(run)
+        status = run_status(run)
+        journal = journal_lines(run)
         # Every call that returned is in the archive and in the final counts; nothing else.
         assert len(journal) == landed == status["logged"] == run.logged_records
         assert status["summary"] == from_encoded(journal)
@@ -227,7 +212,7 @@ def test_finish_against_a_platform_down_throughout_is_short_and_says_what_to_do(
     said = [e for e in run.errors if "kept locally" in e]
     assert len(said) == 1 and f"{len(episodes)} records" in said[0]
     assert "prime-runs sync" in said[0] and said[0] in caplog.text
-    assert _status(run)["status"] == "completed"
+    assert run_status(run)["status"] == "completed"
     # ... and sync does deliver them once the platform is back.
     prime_env.recover()
     assert main(["sync", run.id]) == 0
@@ -245,12 +230,12 @@ def test_a_close_out_that_ends_after_finish_returned_is_recorded(prime_env, epis
         started = time.monotonic()
         run.finish(timeout=0)
         assert time.monotonic() - started < CLOSE_MARGIN + 1.4
-        assert _status(run)["closed"] is False
+        assert run_status(run)["closed"] is False
         assert any("did not confirm the run's close-out" in e for e in run.errors)
         deadline = time.monotonic() + 20
-        while not _status(run)["closed"] and time.monotonic() < deadline:
+        while not run_status(run)["closed"] and time.monotonic() < deadline:
             time.sleep(0.05)
     finally:
         prime_env.unstall()
-    assert _status(run)["closed"] is True
+    assert run_status(run)["closed"] is True
     assert prime_env.evaluations[run.id]["finalize_count"] == 1

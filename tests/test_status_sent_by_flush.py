@@ -3,21 +3,15 @@ had sent them (issue 10): informational, not a loss."""
 
 from __future__ import annotations
 
-import json
 from collections import Counter
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 import prime_runs as pr
+from _support import run_status
 from prime_runs.testing import StandInPlatform
-
-
-def _status(run: pr.Run) -> dict[str, Any]:
-    assert run.archive_path is not None
-    return json.loads((Path(run.archive_path) / "status.json").read_text())
 
 
 def test_status_json_counts_what_flush_sent_because_no_live_export_had(
@@ -29,7 +23,7 @@ def test_status_json_counts_what_flush_sent_because_no_live_export_had(
     run = pr.init(name="no-live-export", environments=["gsm8k"], model="m", framework="f")
     run.log_episodes(records)
     run.finish(timeout=120)
-    status = _status(run)
+    status = run_status(run)
     assert status["sent_by_flush"] == {"traces": 60, "eval_samples": 60}
     # Nothing was lost and nothing stored twice.
     assert status["acked"] == {"traces": 60, "eval_samples": 60}
@@ -42,7 +36,7 @@ def test_status_json_counts_what_flush_sent_because_no_live_export_had(
 
 def test_status_json_starts_with_nothing_sent_by_flush(episodes: list[dict[str, Any]]) -> None:
     run = pr.init(name="fresh", environments=[{"id": "env-1"}], mode="offline")
-    assert _status(run)["sent_by_flush"] == {}
+    assert run_status(run)["sent_by_flush"] == {}
     run.log_episodes(episodes[:2])
     run.finish()
-    assert _status(run)["sent_by_flush"] == {}  # offline: no live queue
+    assert run_status(run)["sent_by_flush"] == {}  # offline: no live queue

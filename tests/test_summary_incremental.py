@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 import prime_runs as pr
-from _support import DATA, load_jsonl
+from _support import DATA, journal_lines, load_jsonl, run_status
 from prime_runs._journal.archive import RunArchive
 from prime_runs._records.encode import encode
 from prime_runs.metrics import SummaryAccumulator, from_encoded, from_episodes
@@ -42,19 +42,6 @@ class _Reads:
 
         monkeypatch.setattr(RunArchive, "iter_records", counting_iter)
         monkeypatch.setattr(SummaryAccumulator, "add_encoded", counting_add)
-
-
-def _status(run: pr.Run) -> dict[str, Any]:
-    assert run.archive_path is not None
-    return json.loads((Path(run.archive_path) / "status.json").read_text())
-
-
-def _journal(run: pr.Run) -> list[bytes]:
-    assert run.archive_path is not None
-    lines = []
-    for segment in sorted((Path(run.archive_path) / "records").glob("*.jsonl")):
-        lines.extend(segment.read_bytes().splitlines())
-    return lines
 
 
 def _odd(episodes: list[dict[str, Any]]) -> list[Any]:
@@ -98,8 +85,8 @@ def test_finish_reads_none_of_its_own_records_back(
     run.log_traces(load_jsonl("traces.jsonl"))
     run.finish()
     assert reads.lines == 0 and reads.decoded == 0
-    assert _status(run)["summary"] == from_encoded(_journal(run))
-    assert len(_journal(run)) > len(episodes)  # both kinds were journaled
+    assert run_status(run)["summary"] == from_encoded(journal_lines(run))
+    assert len(journal_lines(run)) > len(episodes)  # both kinds were journaled
 
 
 def test_odd_numbers_summarize_and_are_reported_as_their_journal_lines(
@@ -109,13 +96,13 @@ def test_odd_numbers_summarize_and_are_reported_as_their_journal_lines(
     run = pr.init(name="odd", environments=[{"id": "env-1"}], mode="offline")
     run.log_episodes(records)
     run.finish()
-    lines = _journal(run)
+    lines = journal_lines(run)
     assert len(lines) == len(records)
     expected = SummaryAccumulator()
     for line in lines:
         expected.add_encoded(line)
     assert expected.skipped == 3  # a null weight, 10**400 and a string
-    assert _status(run)["summary"] == json.loads(json.dumps(expected.result()))
+    assert run_status(run)["summary"] == json.loads(json.dumps(expected.result()))
     assert run.errors == [
         "3 records were left out of the run summary: a reward or metric is not a number "
         "that fits a float (e.g. 10**400 or a string)"
@@ -129,7 +116,7 @@ def test_an_explicit_summary_still_wins_and_nothing_is_read_back(
     run = pr.init(name="given", environments=[{"id": "env-1"}], mode="offline")
     run.log_episodes(episodes)
     run.finish(summary={"avg_reward": 0.25})
-    assert _status(run)["summary"] == {"avg_reward": 0.25}
+    assert run_status(run)["summary"] == {"avg_reward": 0.25}
     assert reads.lines == 0
 
 
