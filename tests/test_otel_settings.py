@@ -154,19 +154,6 @@ def test_records_sent_as_span_events_are_journaled(episodes, traces_records, iso
     assert (status["logged"], status["invalid"], status["status"]) == (3, 2, "completed")
 
 
-def test_record_events_over_the_event_count_limit_are_reported(episodes, isolated_env, caplog):
-    provider, _ = provider_with(pr.sampler(), span_limits=SpanLimits(max_events=2))
-    pr.configure_exporter(provider, mode="offline")
-    tracer = provider.get_tracer("app")
-    with caplog.at_level(logging.WARNING, logger="prime_runs"):
-        with tracer.start_as_current_span("run", attributes=RUN_ATTRS) as run_span:
-            for episode in episodes[:5]:
-                run_span.add_event("episode", {"prime.record": json.dumps(episode)})
-        provider.force_flush()
-    assert len(archived(only_archive(isolated_env))) == 2
-    assert any("dropped 3 events" in r.getMessage() for r in caplog.records)
-
-
 # -- threads and several runs ----------------------------------------------------------------
 
 
