@@ -156,3 +156,24 @@ def test_without_pyarrow_the_table_says_how_to_get_it(monkeypatch: pytest.Monkey
         episodes_to_parquet_bytes([_train_episode("e1", 0, 1.0, None)], "run-abc", 10)
     with pytest.raises(ImportError, match="needs pyarrow"):
         train_sample_schema()
+
+
+def test_the_live_sinks_object_is_the_table_014_writes() -> None:
+    # The training sink (live and sync) and 0.1.4's public encoder write the same rows,
+    # down to the text of the JSON columns (0.1.4's `json.dumps`: spaces after separators,
+    # non-ASCII escaped), so the viewer reads the same bytes from either version.
+    pytest.importorskip("pyarrow")
+    from _support import load_jsonl
+    from prime_runs.exporters.train_samples import encode_step
+
+    records = load_jsonl("train_episodes.jsonl")[:2]
+    ours = _table(encode_step(records, "run-abc", 40, 5))
+    theirs = _table(episodes_to_parquet_bytes(records, "run-abc", 40, sample_id_offset=5))
+
+    for row in (*ours, *theirs):
+        row.pop("created_at")
+    assert ours == theirs and len(ours) == 2
+    for column in ("completion", "trajectory", "task", "info", "metrics", "timing"):
+        text = ours[0][column]
+        assert text == json.dumps(json.loads(text)), column
+    assert "\\u2014" in ours[0]["completion"] + ours[1]["completion"]  # an em dash, escaped

@@ -11,6 +11,7 @@ columns keep what the row has.
 from __future__ import annotations
 
 import io
+import json
 from collections.abc import Sequence
 from datetime import datetime, timezone
 from typing import Any
@@ -157,4 +158,11 @@ def _problem_id(example_id: Any, sample_id: int) -> int:
 
 
 def _json_column(value: Any) -> str:
-    return encode_json(sanitize_nonfinite(value)).decode("utf-8")
+    # The text 0.1.4 writes (the standard library's default separators, ASCII escapes), so
+    # the viewer reads the same bytes from either version; a value only orjson can encode
+    # (numpy, dataclasses) still goes through it.
+    clean = sanitize_nonfinite(value)
+    try:
+        return json.dumps(clean, allow_nan=False)
+    except (TypeError, ValueError):
+        return encode_json(clean).decode("utf-8")

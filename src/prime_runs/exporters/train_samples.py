@@ -16,15 +16,12 @@ replay never stores a step's rows twice. Needs pyarrow (``prime-runs[train]``).
 
 from __future__ import annotations
 
-import io
-import json
 import os
 import secrets
 from collections.abc import Mapping, Sequence
-from datetime import datetime, timezone
 from typing import Any
 
-import prime_runs._records.access as _records
+import prime_runs._records.traintable as _table
 from prime_runs._records.item import Deadline, Item, Outcome, as_deadline
 from prime_runs._records.jsonio import decode_record
 from prime_runs.errors import (
@@ -45,11 +42,7 @@ SAMPLE_ID_RANGES = 1 << 21  # ids stay below 2**53 for the viewer
 
 
 def parquet_available() -> bool:
-    try:
-        import pyarrow.parquet  # noqa: F401
-    except ImportError:
-        return False
-    return True
+    return _table.available()
 
 
 def dispatch_step(record: Mapping[str, Any]) -> int | None:
@@ -64,95 +57,14 @@ def dispatch_step(record: Mapping[str, Any]) -> int | None:
     return step if isinstance(step, int) and not isinstance(step, bool) and step >= 0 else None
 
 
-def _schema() -> Any:
-    import pyarrow as pa
-
-    text, number, integer = pa.string(), pa.float64(), pa.int64()
-    return pa.schema(
-        [
-            ("run_id", text),
-            ("step", integer),
-            ("tag", text),
-            ("problem_id", integer),
-            ("sample_id", integer),
-            ("prompt", text),
-            ("completion", text),
-            ("trajectory", text),
-            ("answer", text),
-            ("env_name", text),
-            ("task", text),
-            ("info", text),
-            ("reward", number),
-            ("advantage", number),
-            ("metrics", text),
-            ("timing", text),
-            ("num_input_tokens", integer),
-            ("num_output_tokens", integer),
-            ("created_at", pa.timestamp("us", tz="UTC")),
-        ]
-    )
-
-
-def _text(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str)
-
-
-def _episode_facts(episode: Mapping[str, Any]) -> tuple[Any, str]:
-    """(advantage, environment name) of an episode, from its summary trace and env."""
-    traces = episode.get("traces") or []
-    summary = traces[_records.summary_trace_index(traces)] if traces else {}
-    info = summary.get("info") if isinstance(summary, Mapping) else None
-    advantage = info.get("advantage") if isinstance(info, Mapping) else None
-    env = episode.get("env")
-    return advantage, str(env.get("id") or "") if isinstance(env, Mapping) else ""
-
-
 def encode_step(
     episodes: Sequence[Mapping[str, Any]], run_id: str, step: int, first_id: int
 ) -> bytes | None:
     """One step's episodes as a Parquet table, one row per sample with a trajectory,
-    ``sample_id`` from ``first_id``; None when no row has a trajectory."""
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    facts = {e.get("id"): _episode_facts(e) for e in episodes}
-    now = datetime.now(timezone.utc)
-    rows: list[dict[str, Any]] = []
-    for sample in build_samples(list(episodes)):
-        trajectory = sample.get("trajectory") or []
-        if not trajectory:
-            continue
-        advantage, env_name = facts.get(sample.get("episode_id"), (None, ""))
-        sample_id = first_id + len(rows)
-        example = sample.get("example_id")
-        rows.append(
-            {
-                "run_id": run_id,
-                "step": step,
-                "tag": "",
-                "problem_id": example if isinstance(example, int) else sample_id,
-                "sample_id": sample_id,
-                "prompt": "",
-                "completion": _text(sample.get("completion")),
-                "trajectory": _text([{**b, "advantage": advantage} for b in trajectory]),
-                "answer": "",
-                "env_name": env_name,
-                "task": _text(sample.get("task")),
-                "info": _text(sample.get("info")),
-                "reward": sample.get("reward"),
-                "advantage": advantage if isinstance(advantage, (int, float)) else None,
-                "metrics": _text(sample.get("metrics")),
-                "timing": _text(sample.get("timing")),
-                "num_input_tokens": trajectory[-1].get("num_input_tokens"),
-                "num_output_tokens": trajectory[-1].get("num_output_tokens"),
-                "created_at": now,
-            }
-        )
-    if not rows:
-        return None
-    buffer = io.BytesIO()
-    pq.write_table(pa.Table.from_pylist(rows, schema=_schema()), buffer, compression="snappy")
-    return buffer.getvalue()
+    numbered from ``first_id``, exactly as 0.1.4 encodes it; None when no row has a
+    trajectory."""
+    episodes = list(episodes)
+    return _table.encode(episodes, build_samples(episodes), run_id, step, first_id)
 
 
 class _Upload:
