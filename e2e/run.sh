@@ -7,6 +7,8 @@
 # The venv is rebuilt only when e2e/requirements.txt or pyproject.toml change. The uv
 # cache and verifiers' runtime directories live under .e2e/ too, so a second run (and
 # the second eval inside one run) reuses the null harness's chat-program environment.
+# .e2e/peer-venv holds the published prime-runs 0.1.4 (e2e/peer-requirements.txt), which
+# the training parity test runs beside this checkout.
 #
 # Extra arguments go to pytest, which runs from e2e/: `e2e/run.sh tests/test_eval.py -x`.
 set -euo pipefail
@@ -44,6 +46,19 @@ for req in md.requires("prime-runs") or []:
 EOF
   "$venv/bin/python" -m pip install --quiet -r "$state/runtime-deps.txt"
   echo "$want" >"$stamp"
+fi
+
+# The published 0.1.4, for the training parity test: a venv of its own.
+peer="$state/peer-venv"
+peer_want="$("$python" -c 'import hashlib, sys; print(hashlib.sha256(sys.stdin.buffer.read()).hexdigest())' \
+  <e2e/peer-requirements.txt)"
+if [ ! -f "$peer/.installed" ] || [ "$(cat "$peer/.installed")" != "$peer_want" ]; then
+  echo "e2e: building $peer" >&2
+  rm -rf "$peer"
+  "$python" -m venv "$peer"
+  "$peer/bin/python" -m pip install --quiet --upgrade pip
+  "$peer/bin/python" -m pip install --quiet -r e2e/peer-requirements.txt
+  echo "$peer_want" >"$peer/.installed"
 fi
 
 mkdir -p "$state/home" "$state/uv-cache"
