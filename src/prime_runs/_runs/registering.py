@@ -25,7 +25,7 @@ from prime_runs.exporters._sinks import build_sinks
 from prime_runs.platform._http import PlatformClient
 from prime_runs.platform.environments import dataset_name
 from prime_runs.platform.evaluations import default_name
-from prime_runs.platform.lifecycle import OnlineLifecycle, Registration, RunDescription
+from prime_runs.platform.lifecycle import OnlineLifecycle, Registration
 from prime_runs.settings import ONLINE, Settings
 
 logger = logging.getLogger("prime_runs")
@@ -119,18 +119,7 @@ def _create(
         found = register_once.register(state.archive, lifecycle.settings, client, claimed=set())
         url = found.get("url")
         return Registration(str(found["id"]), name, url if isinstance(url, str) else None)
-    return lifecycle.register(
-        RunDescription(
-            name=opts.name,
-            environments=environments,
-            model=opts.model,
-            framework=opts.framework,
-            description=opts.description,
-            tags=list(opts.tags),
-            team_id=opts.team_id,
-            config=state.config,
-        )
-    )
+    return _open.register_eval(lifecycle, opts, state.config, environments)
 
 
 def _write_offline(state: RunState) -> None:

@@ -6,7 +6,6 @@ from __future__ import annotations
 import dataclasses
 import logging
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -16,13 +15,15 @@ from prime_runs._runs.finishing import CLOSE_MARGIN
 from prime_runs._runs.opening import (
     RunOptions,
     archive_root,
+    closing,
     describe,
     local_run_id,
     online_archive,
+    open_state,
     resolve,
 )
-from prime_runs._runs.state import Identity, RunState
-from prime_runs._runs.training import TrainingSide, check_kind
+from prime_runs._runs.state import Closer, Identity, RunState
+from prime_runs._runs.training import TrainingSide, check_kind, side_of
 from prime_runs.errors import ConfigurationError
 from prime_runs.exporters._sinks import build_sinks
 from prime_runs.exporters.metrics import SINK_NAME
@@ -39,6 +40,13 @@ from prime_runs.settings import DISABLED, OFFLINE, Settings
 from prime_runs.status import RunStatus
 
 logger = logging.getLogger("prime_runs")
+
+
+def open_run(opts: RunOptions) -> RunState | None:
+    """Open the run ``init()`` asked for: a training run (``kind="train"``) or an
+    evaluation; ``None`` for a disabled run."""
+    check_kind(opts.kind, opts.training)
+    return open_training(opts) if opts.kind == TRAIN else open_state(opts)
 
 
 def open_training(opts: RunOptions) -> RunState | None:
@@ -156,9 +164,7 @@ def _open_offline(
     return state
 
 
-def _closer(
-    platform: TrainingPlatform, registration: TrainingRegistration
-) -> Callable[[RunState, RunStatus, dict[str, Any], str | None, float], None]:
+def _closer(platform: TrainingPlatform, registration: TrainingRegistration) -> Closer:
     """Delivers the metrics rows left, then finalizes or sets the run's status."""
 
     def close(
@@ -168,15 +174,12 @@ def _closer(
         reason: str | None,
         deadline: float,
     ) -> None:
-        try:
-            side = getattr(state, "training", None)
-            if isinstance(side, TrainingSide):
-                # Rows first: the platform closes the run's curves at finalize. Keep part
-                # of the budget for the close-out itself.
-                left = deadline - time.monotonic()
-                side.finish(deadline - min(5.0, max(0.0, left) / 3) - CLOSE_MARGIN)
-            platform.close(registration.id, status, reason, deadline)
-        finally:
-            platform.shutdown()
+        side = side_of(state)
+        if side is not None:
+            # Rows first: the platform closes the run's curves at finalize. Keep part
+            # of the budget for the close-out itself.
+            left = deadline - time.monotonic()
+            side.finish(deadline - min(5.0, max(0.0, left) / 3) - CLOSE_MARGIN)
+        platform.close(registration.id, status, reason, deadline)
 
-    return close
+    return closing(close, platform.shutdown)
