@@ -24,9 +24,9 @@ from prime_runs._delivery.metrics import DELIVERY_SUFFIX, KIND, MetricsJournal, 
 from prime_runs._journal.archive import RunArchive
 from prime_runs._records.item import Item, Outcome
 from prime_runs._records.jsonio import encode_json
-from prime_runs._runs.reporting import RAISE
+from prime_runs._runs.handling import refuse_bad, refuse_late
 from prime_runs._runs.state import RunState
-from prime_runs.errors import ConfigurationError, RecordError, RunFinishedError
+from prime_runs.errors import ConfigurationError, RecordError
 from prime_runs.exporters.metrics import SINK_NAME, MetricsSink
 from prime_runs.platform.training import RUN_KINDS, TRAIN, TrainingPlatform, TrainingSpec
 
@@ -170,25 +170,23 @@ def side_of(state: RunState | None) -> TrainingSide | None:
 def log_metrics(state: RunState | None, values: object, step: object) -> None:
     """``Run.log_metrics``. A bad ``step`` raises ``ValueError``; bad ``values`` and late
     calls are handled as ``log_episodes`` handles bad or late records: raised under
-    ``on_error="raise"``, otherwise counted and reported. Nothing else raises."""
+    ``on_error="raise"``, otherwise counted and reported. An evaluation accepts and
+    ignores the row, but not after ``finish()``, as 0.1.4 did. Nothing else raises."""
     if step is not None and (not isinstance(step, int) or isinstance(step, bool) or step < 0):
         raise ValueError(f"step must be an int >= 0 or None, got {step!r}")
-    side = side_of(state)
-    if state is None or side is None:  # disabled or eval runs accept and ignore it
+    if state is None:  # disabled: every call accepted
         return
     if not state.gate.enter():  # finish() waits for calls in flight, then refuses more
-        if state.on_error == RAISE:
-            raise RunFinishedError(f"run {state.run_id} has finished; log metrics before finish()")
-        state.refuse_late(1)
+        refuse_late(state, 1, "metrics")
         return
     try:
+        side = side_of(state)
+        if side is None:
+            return  # an evaluation has no metrics rows
         try:
             row = clean_metrics(values)
         except RecordError as exc:
-            if state.on_error == RAISE:
-                raise
-            state.count_invalid(1)
-            state.report(f"a metrics row was not logged: {exc}")
+            refuse_bad(state, exc, "a metrics row")
             return
         side.log(row, step)  # type: ignore[arg-type]
     except RecordError:
