@@ -26,7 +26,6 @@ from prime_runs._runs.reporting import RAISE
 from prime_runs._runs.state import RunState
 from prime_runs._runs.training import check_kind
 from prime_runs._runs.training_open import open_run
-from prime_runs._runs.training_spans import StepProcessor
 from prime_runs._version import __version__
 from prime_runs.errors import AmbiguousRunError, ConfigurationError, RunFinishedError
 from prime_runs.processor import STATE_KEY, RunProcessor
@@ -126,7 +125,6 @@ def _add_processor(provider: TracerProvider, settings: dict[str, Any]) -> RunPro
         if processor is None:
             processor = RunProcessor(**settings)
             provider.add_span_processor(processor)
-            provider.add_span_processor(StepProcessor())  # training metrics as spans
             _processors[provider] = processor
     _exit.register_exit_hook()
     from prime_runs.genai_logs import attach  # the logs SDK loads only here, not at import

@@ -49,7 +49,12 @@ class TrainingSide:
     """A training run's metrics: journal, delivery, the step last logged. Thread-safe."""
 
     def __init__(
-        self, state: RunState, platform: TrainingPlatform | None, archive: RunArchive | None
+        self,
+        state: RunState,
+        platform: TrainingPlatform | None,
+        archive: RunArchive | None,
+        *,
+        expect: bool = False,
     ) -> None:
         self._state = state
         self.run_id = state.run_id
@@ -63,10 +68,22 @@ class TrainingSide:
         )
         if platform is not None:
             self.delivery.attach([MetricsSink(platform, state.run_id, owns_client=False)])
+        elif expect:  # a raw run span's run, registering: rows wait for the sink
+            self.delivery.expect([SINK_NAME])
         self.last_step: int | None = None
         self.logged = 0  # rows logged by this process
         self._lock = threading.Lock()
         _sides.add(self)
+
+    def registered(self, platform: TrainingPlatform, run_id: str, local_id: str) -> None:
+        """The run is registered as ``run_id``: rows held so far (stamped with
+        ``local_id``) and later ones go to its metrics sink."""
+        sink = MetricsSink(platform, run_id, owns_client=False)
+        self.delivery.attach([sink], restamp=(local_id, run_id))
+
+    def went_offline(self) -> None:
+        """The run was not registered: the journal keeps the rows for `prime-runs sync`."""
+        self.delivery.forget_expected()
 
     def log(self, row: dict[str, Any], step: int | None) -> None:
         """Send ``row`` (from ``clean_metrics``) as the metrics of ``step``."""
@@ -83,7 +100,7 @@ class TrainingSide:
                 self._state.report(f"could not journal a metrics row: {exc}")
         with self._lock:
             self.logged += 1
-        if self.delivery.channels:
+        if self.delivery.online:  # its sink, or the one expected once registered
             label = f"metrics row (step {step})"
             if not self.delivery.hand(Item(KIND, body, seq, None, label)):  # type: ignore[arg-type]
                 self._state.counters.count_sink("failed", SINK_NAME, 1)
