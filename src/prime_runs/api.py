@@ -19,13 +19,13 @@ from prime_runs._delivery.provenance import from_resource
 from prime_runs._records.ids import ID_GENERATOR
 from prime_runs._runs.argcheck import check_arguments
 from prime_runs._runs.compat014 import apply_opt_out, disabled_config
+from prime_runs._runs.handling import run_span_attributes
 from prime_runs._runs.join import context_to_join, shared_join
-from prime_runs._runs.opening import RunOptions, check_on_error, open_state
+from prime_runs._runs.opening import RunOptions, check_on_error
 from prime_runs._runs.reporting import RAISE
 from prime_runs._runs.state import RunState
 from prime_runs._runs.training import check_kind
-from prime_runs._runs.training_open import open_training
-from prime_runs._runs.training_spans import StepProcessor
+from prime_runs._runs.training_open import open_run
 from prime_runs._version import __version__
 from prime_runs.errors import AmbiguousRunError, ConfigurationError, RunFinishedError
 from prime_runs.processor import STATE_KEY, RunProcessor
@@ -125,7 +125,6 @@ def _add_processor(provider: TracerProvider, settings: dict[str, Any]) -> RunPro
         if processor is None:
             processor = RunProcessor(**settings)
             provider.add_span_processor(processor)
-            provider.add_span_processor(StepProcessor())  # training metrics as spans
             _processors[provider] = processor
     _exit.register_exit_hook()
     from prime_runs.genai_logs import attach  # the logs SDK loads only here, not at import
@@ -177,7 +176,6 @@ def init(
     arguments = dict(locals())
     check_arguments(arguments)
     check_on_error(on_error)
-    check_kind(kind, training)
     opts = apply_opt_out(_options(arguments), traces_opt_out)
     if join is not False and id is None and mode != DISABLED:
         ctx = context_to_join(join if isinstance(join, Mapping) else None)
@@ -185,23 +183,33 @@ def init(
             return _with_timeout(_join(ctx, opts, tracer_provider, handle_signals), arguments)
     provider = _sdk_provider(tracer_provider)  # checked before anything is created
     opts = dataclasses.replace(opts, resource=from_resource(provider.resource))
-    state = open_training(opts) if kind == "train" else open_state(opts)
+    state = open_run(opts)  # an evaluation, or a training run (kind="train")
     if state is None:
-        # As 0.1.4: a disabled run keeps the id a launcher handed it (init(id=...)).
-        disabled = Run(
-            None, span=trace.INVALID_SPAN, tracer=None, mode=DISABLED, run_id=id, name=name
-        )
-        disabled._kind = kind
-        disabled._disabled_config = disabled_config(config)
-        return _with_timeout(disabled, arguments)
+        return _with_timeout(_disabled(opts), arguments)
+    run = _start(provider, state)
+    if handle_signals:
+        _exit.install_signal_handlers()
+    return _with_timeout(run, arguments)
+
+
+def _start(provider: TracerProvider, state: RunState) -> Run:
+    """The handle of a run ``init()`` opened, with its ``run`` span started on ``provider``."""
     _add_processor(provider, {})
     tracer = provider.get_tracer("prime_runs", __version__)
     span = _run_span(tracer, state)
     run = Run(state, span=span, tracer=_record_tracer(provider, tracer), mode=state.identity.mode)
     _set_current(run)
-    if handle_signals:
-        _exit.install_signal_handlers()
-    return _with_timeout(run, arguments)
+    return run
+
+
+def _disabled(opts: RunOptions) -> Run:
+    # As 0.1.4: a disabled run keeps the id a launcher handed it (init(id=...)).
+    run = Run(
+        None, span=trace.INVALID_SPAN, tracer=None, mode=DISABLED, run_id=opts.id, name=opts.name
+    )
+    run._kind = opts.kind
+    run._disabled_config = disabled_config(opts.config)
+    return run
 
 
 def _with_timeout(run: Run, arguments: dict[str, Any]) -> Run:
@@ -220,12 +228,13 @@ def _options(arguments: dict[str, Any]) -> RunOptions:
     if isinstance(values["environments"], str):
         values["environments"] = [values["environments"]]
     values["tags"] = list(values["tags"] or ())
+    check_kind(values["kind"], values["training"])  # before a join, too
     return RunOptions(**values)
 
 
 def _run_span(tracer: trace.Tracer, state: RunState) -> trace.Span:
     ctx = otel_context.set_value(STATE_KEY, state)
-    span = tracer.start_span(semconv.RUN_SPAN, context=ctx, attributes=_run_attributes(state))
+    span = tracer.start_span(semconv.RUN_SPAN, context=ctx, attributes=run_span_attributes(state))
     if span.get_span_context().is_valid:
         return span
     # OTEL_SDK_DISABLED: the SDK hands out no spans. The run does not need one to archive
@@ -262,30 +271,6 @@ def _join(
     if handle_signals:
         _exit.install_signal_handlers()
     return run
-
-
-def _run_attributes(state: RunState) -> dict[str, Any]:
-    d = state.description
-    attrs: dict[str, Any] = {
-        semconv.RUN_ID: state.run_id,
-        semconv.RUN_MODE: state.identity.mode,
-        semconv.RUN_TYPE: state.identity.kind,
-        semconv.RUN_NAME: state.identity.name,
-    }
-    if state.identity.url:
-        attrs[semconv.RUN_URL] = state.identity.url
-    for key, attr in (
-        ("model", semconv.RUN_MODEL),
-        ("framework", semconv.RUN_FRAMEWORK),
-        ("description", semconv.RUN_DESCRIPTION),
-    ):
-        if d.get(key):
-            attrs[attr] = str(d[key])
-    if d.get("environments"):
-        attrs[semconv.RUN_ENVIRONMENTS] = [str(e) for e in d["environments"]]
-    if d.get("tags"):
-        attrs[semconv.RUN_TAGS] = [str(t) for t in d["tags"]]
-    return attrs
 
 
 def _set_current(run: Run) -> None:

@@ -3,8 +3,10 @@
 It sees every span of the provider it is added to. Spans outside a run pass
 through at the cost of two dict lookups. A ``run`` span opened by
 ``prime_runs.init()`` arrives with its state already registered; one opened
-with a plain tracer is registered here (contained: a hook never raises).
-Record spans carrying ``prime.record`` are journaled and uploaded.
+with a plain tracer is registered here (contained: a hook never raises), as an
+evaluation or, with ``prime.run.type = "train"``, a training run (``_runs/spanrun``).
+Record spans carrying ``prime.record`` are journaled and uploaded; a training run's
+``step`` spans and events become its metrics rows (``_runs/training_spans``).
 """
 
 from __future__ import annotations
@@ -19,11 +21,12 @@ from typing import Any
 from opentelemetry import baggage
 from opentelemetry import context as otel_context
 from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
-from opentelemetry.trace import SpanContext, StatusCode
+from opentelemetry.trace import SpanContext
 
 import prime_runs._delivery.registry as _registry
 import prime_runs._runs.closeouts as _closeouts
 import prime_runs._runs.exithooks as _exit
+import prime_runs._runs.training as _training
 from prime_runs import semconv
 from prime_runs._delivery.provenance import from_resource
 from prime_runs._genai import GenAICollector
@@ -36,9 +39,10 @@ from prime_runs._runs.limits import (
     dropped_message,
     events_message,
 )
-from prime_runs._runs.opening import RunOptions
-from prime_runs._runs.registering import open_raw
+from prime_runs._runs.spanrun import ending_of, options_of
 from prime_runs._runs.state import RunState
+from prime_runs._runs.training_open import open_raw_run
+from prime_runs._runs.training_spans import log_steps
 from prime_runs.errors import PrimeRunsError
 from prime_runs.sampling import note_run_ended, note_run_started
 from prime_runs.status import RunStatus
@@ -132,7 +136,8 @@ class RunProcessor(SpanProcessor):
                     self._ingest_events(state, span)  # before the run closes
                     self._genai.on_run_end(state)
                 if state is not None and not state.finishing:
-                    warn_if_empty(state)
+                    if not _training.logged_any(state):  # a training run's are metrics rows
+                        warn_if_empty(state)
                     self._finish_raw(state, span)
                 return
             state = _MEMBER_SPANS.pop(_key(context), None)
@@ -144,6 +149,7 @@ class RunProcessor(SpanProcessor):
                 if isinstance(payload, str):
                     self._ingest_raw(state, payload, origin=(context.span_id, -1))
             self._ingest_events(state, span)
+            log_steps(state, span)  # a training run's `step` spans and events: metrics rows
             built = self._genai.on_end(span)
             if span.name in semconv.RECORD_SPANS and not isinstance(payload, str):
                 self._check_dropped_record(state, span, built)
@@ -190,70 +196,20 @@ class RunProcessor(SpanProcessor):
             span.set_attribute(semconv.RUN_URL, state.identity.url)
 
     def _open_raw(self, span: Span) -> RunState | None:
-        attrs = span.attributes or {}
-        config: object = attrs.get(semconv.RUN_CONFIG_PATH)
-        raw_config = attrs.get(semconv.RUN_CONFIG)
-        if isinstance(raw_config, str):
-            try:
-                config = json.loads(raw_config)
-            except ValueError:
-                logger.warning(
-                    "prime-runs: %s is not JSON; the config is not stored", semconv.RUN_CONFIG
-                )
-        options = {
-            "name": attrs.get(semconv.RUN_NAME),
-            "environments": list(attrs.get(semconv.RUN_ENVIRONMENTS) or ()),
-            "model": attrs.get(semconv.RUN_MODEL),
-            "framework": attrs.get(semconv.RUN_FRAMEWORK),
-            "description": attrs.get(semconv.RUN_DESCRIPTION),
-            "tags": list(attrs.get(semconv.RUN_TAGS) or ()),
-            "config": config,
-            "resource": from_resource(span.resource),
-            **self._defaults,
-        }
-        options["on_error"] = "warn"  # a span hook never raises
-        options["from_span"] = True
         try:
-            return open_raw(RunOptions(**options))
+            options = options_of(
+                span.attributes or {}, from_resource(span.resource), self._defaults
+            )
+            return open_raw_run(options)
         except PrimeRunsError as exc:
             logger.warning("prime-runs: the run span %r is not tracked: %s", span.name, exc)
             return None
 
     def _finish_raw(self, state: RunState, span: ReadableSpan) -> None:
-        attrs = span.attributes or {}
-        reason = attrs.get(semconv.RUN_ERROR)
-        status_attr = attrs.get(semconv.RUN_STATUS)
-        if isinstance(status_attr, str) and not _known_status(status_attr):
-            logger.warning(
-                "prime-runs: %s=%r is not a run status (completed, failed, cancelled, crashed); "
-                "using the span status instead",
-                semconv.RUN_STATUS,
-                status_attr,
-            )
-        if isinstance(status_attr, str) and _known_status(status_attr):
-            status = RunStatus.coerce(status_attr)
-        elif span.status.status_code is StatusCode.ERROR:
-            status = RunStatus.FAILED
-            reason = reason or span.status.description
-        else:
-            status = RunStatus.COMPLETED
-        summary = None
-        raw_summary = attrs.get(semconv.RUN_SUMMARY)
-        if isinstance(raw_summary, str):
-            try:
-                summary = json.loads(raw_summary)
-            except ValueError:
-                logger.warning(
-                    "prime-runs: %s is not JSON; computing the summary", semconv.RUN_SUMMARY
-                )
-        if not status.terminal:
-            status = RunStatus.COMPLETED
-        final = status
-        stored = summary if isinstance(summary, dict) else None
-        error = str(reason) if reason else None
+        status, summary, error = ending_of(span)
         # The drain and close-out take seconds: they must not hold the thread ending the
         # span. force_flush(), shutdown() and process exit wait for them.
-        _closeouts.start(self, state, lambda: state.finish(final, stored, error, None))
+        _closeouts.start(self, state, lambda: state.finish(status, summary, error, None))
 
     def _ingest_raw(
         self,
@@ -384,10 +340,3 @@ def _settled_here(origin: tuple[int, int] | None) -> None:
     send for: marked so that exporter does not call it a record of no tracked run."""
     if origin is not None:
         _registry.note_origin(origin, None, -1)
-
-
-def _known_status(value: str) -> bool:
-    try:
-        return RunStatus.coerce(value).terminal
-    except ValueError:
-        return False

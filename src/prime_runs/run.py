@@ -19,12 +19,19 @@ from prime_runs._records.encode import EPISODE, encode
 from prime_runs._runs.closeouts import CRASH_REASON
 from prime_runs._runs.config import CONFIG_SOURCE_KEY, ConfigSource
 from prime_runs._runs.emptyrun import warn_if_empty
-from prime_runs._runs.finishing import DEFAULT_FINISH_TIMEOUT, check_timeout
-from prime_runs._runs.handling import as_records, span_reward, warn_ignored_finish
+from prime_runs._runs.finishing import DEFAULT_FINISH_TIMEOUT, budget, check_timeout
+from prime_runs._runs.handling import (
+    as_records,
+    exit_outcome,
+    reason_of,
+    record_span_attributes,
+    refuse_bad,
+    refuse_late,
+    warn_ignored_finish,
+)
 from prime_runs._runs.join import carrier
-from prime_runs._runs.reporting import RAISE
 from prime_runs._runs.state import RunState
-from prime_runs.errors import PrimeRunsError, RecordError, RunFinishedError, describe
+from prime_runs.errors import PrimeRunsError, RecordError
 from prime_runs.status import RunStatus
 
 logger = logging.getLogger("prime_runs")
@@ -215,8 +222,12 @@ class Run:
         """Log one step's metrics of a training run: one row on the platform per call,
         sent off this thread and journaled first. ``step`` becomes ``values["step"]``
         unless set; every row gets a ``_timestamp``; non-finite numbers are dropped. Bad
-        values are handled as bad records are. An eval run accepts and ignores it. See
+        values are handled as bad records are, and so is a call after ``finish()``. An eval
+        run accepts and ignores it (until ``finish()``). See
         ``docs/training.md``."""
+        if self._state is not None and self._status is not RunStatus.RUNNING:
+            refuse_late(self._state, 1, "metrics")  # this handle of a shared join finished
+            return
         _training.log_metrics(self._state, values, step)
 
     def _log(self, records: object) -> None:
@@ -226,67 +237,37 @@ class Run:
         try:
             items = as_records(records)
         except PrimeRunsError as exc:
-            self._bad_input(exc, 1)
+            refuse_bad(state, exc, "a record")
             return
         gate = state.gate
         if self._status is not RunStatus.RUNNING or not gate.enter():
-            self._refuse_late(sum(1 for _ in items))
+            refuse_late(state, sum(1 for _ in items))
             return
         try:
             iterator = iter(items)
             for record in iterator:
                 if gate.sealed:  # finish() stopped waiting for this call
-                    self._refuse_late(1 + sum(1 for _ in iterator))
+                    refuse_late(state, 1 + sum(1 for _ in iterator))
                     return
                 try:
                     encoded = encode(record, state.run_id, state.identity.kind)
                 except RecordError as exc:
-                    self._bad_input(exc, 1)
+                    refuse_bad(state, exc, "a record")
                     continue
                 state.ingest(encoded)
                 self._record_span(encoded.kind, encoded.record, len(encoded.data))
         finally:
             gate.leave()
 
-    def _refuse_late(self, records: int) -> None:
-        """Records logged after ``finish()`` began: raised under ``on_error="raise"``,
-        otherwise counted (one warning per run)."""
-        state = self._state
-        assert state is not None
-        if state.on_error == RAISE:
-            raise RunFinishedError(
-                f"run {state.run_id} has finished; records logged after finish() are not "
-                "recorded. Log every record before calling finish()."
-            )
-        state.refuse_late(records)
-
-    def _bad_input(self, exc: PrimeRunsError, lost: int) -> None:
-        state = self._state
-        assert state is not None
-        if state.on_error == RAISE:
-            raise exc
-        state.count_invalid(lost)
-        state.report(f"a record was not logged: {exc}")
-
     def _record_span(self, kind: str, record: Mapping[str, Any], size: int) -> None:
         if self._tracer is None:
             return
-        attributes: dict[str, Any] = {semconv.RECORD_KIND: kind, semconv.RECORD_BYTES: size}
-        record_id = record.get("id")
-        if isinstance(record_id, str):
-            attributes[semconv.RECORD_ID] = record_id
-        env = record.get("env")
-        if kind == EPISODE and isinstance(env, Mapping) and isinstance(env.get("id"), str):
-            attributes[semconv.RECORD_ENV] = env["id"]
-        reward = span_reward(kind, record)
-        if reward is not None:
-            attributes[semconv.RECORD_REWARD] = reward
         # The payload travels beside the span (already journaled and queued), so the
         # user's other exporters are not handed a megabyte attribute.
         span = self._tracer.start_span(
             semconv.EPISODE_SPAN if kind == EPISODE else semconv.TRACE_SPAN,
             context=self._ctx,
-            attributes=attributes,
+            attributes=record_span_attributes(kind, record, size),
         )
         span.end()
 
@@ -334,7 +315,7 @@ class Run:
         status = RunStatus.coerce(status)
         if not status.terminal:
             raise ValueError("finish() takes a terminal status; the run stays open")
-        reason = _reason(error)
+        reason = reason_of(error)
         if self._state is None:
             if self._status is RunStatus.RUNNING:
                 self._status = status
@@ -371,7 +352,10 @@ class Run:
         _closeouts.end_span(self._span, status, reason)  # the one way a run span ends
 
     def crash(self, timeout: float) -> None:
-        """Called at interpreter exit for a run that was never finished."""
+        """Called at interpreter exit for a run that was never finished: it gets
+        ``init(finish_timeout=)`` when given (0.1.4 closed it within that), else ``timeout``."""
+        if self._finish_timeout is not None:
+            timeout = budget(self._finish_timeout, timeout)
         if self._state is not None and not self._state.finished:
             state = self._state
             if state.forked or not state.owner:
@@ -398,26 +382,9 @@ class Run:
             except Exception:
                 pass
         try:
-            if exc is None:
-                self.finish()
-            elif isinstance(exc, KeyboardInterrupt) or _is_cancelled(exc):
-                self.finish(None, RunStatus.CANCELLED, "interrupted")
-            else:
-                self.finish(None, RunStatus.FAILED, exc)
+            self.finish(None, *exit_outcome(exc))
         except Exception:
             if exc is None:
                 raise
             # The original exception propagates; a teardown failure never replaces it.
             logger.warning("prime-runs: closing the run failed", exc_info=True)
-
-
-def _is_cancelled(exc: BaseException) -> bool:
-    import asyncio
-
-    return isinstance(exc, asyncio.CancelledError)
-
-
-def _reason(error: str | BaseException | None) -> str | None:
-    if error is None:
-        return None
-    return describe(error) if isinstance(error, BaseException) else str(error)

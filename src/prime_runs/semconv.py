@@ -17,6 +17,13 @@ run processor turns them into a tracked run (see ``docs/concepts.md``).
   environment (``docs/genai.md``).
 - Other processes join a run through W3C ``traceparent`` plus ``baggage``
   carrying ``prime.run.id``.
+- A ``run`` span with ``prime.run.type = "train"`` is a training run
+  (``docs/training.md``): ``prime.run.model`` is the base model, ``prime.run.team_id``
+  the team (else the configured one), the ``prime.train.*`` keys below are its
+  ``TrainingSpec``, and ``prime.run.attach_id`` attaches to a run a launcher created.
+  A span named ``step`` with an int ``prime.train.step`` under it (or an event named
+  ``step`` on any span under it) is one metrics row; each
+  ``prime.train.metrics.<name>`` attribute is the metric ``<name>``.
 """
 
 from __future__ import annotations
@@ -38,12 +45,19 @@ RUN_CONFIG_PATH = "prime.run.config_path"
 RUN_STATUS = "prime.run.status"  # optional terminal status when the span ends
 RUN_SUMMARY = "prime.run.summary"  # JSON object as a string
 RUN_ERROR = "prime.run.error"
+# A training run's (prime.run.type = "train"); the TrainingSpec fields are TRAIN_PREFIX + name.
+RUN_TEAM_ID = "prime.run.team_id"
+RUN_ATTACH_ID = "prime.run.attach_id"  # the id of a training run a launcher created
+TRAIN_PREFIX = "prime.train."  # prime.train.max_steps, .batch_size, ... .wandb_run_name
+TRAIN_STEP = "prime.train.step"  # on a `step` span or event: the row's step (an int)
+TRAIN_METRICS = "prime.train.metrics."  # prime.train.metrics.<name>: the metric <name>
+STEP_SPAN = "step"  # a span (or event) that is one metrics row of a training run
 
 # Set by the processor once the run is registered.
 RUN_ID = "prime.run.id"
 RUN_URL = "prime.run.url"
 RUN_MODE = "prime.run.mode"
-RUN_TYPE = "prime.run.type"
+RUN_TYPE = "prime.run.type"  # "eval" or "train"; a producer sets "train" (see above)
 
 # On record spans.
 RECORD = "prime.record"  # the record as a JSON string (raw producers)

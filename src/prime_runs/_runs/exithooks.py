@@ -8,8 +8,9 @@ alive by us.
   skips atexit): an owned run is closed out as CRASHED and its span ended (before
   any provider shuts down, so every exporter gets it); a forked child's or a
   joined worker's run is only drained; close-outs of raw run spans still under way
-  are waited for. Everything shares one bounded budget, ``EXIT_TIMEOUT``; what is
-  not sent by then stays in the journal for ``prime-runs sync``.
+  are waited for. Everything shares one bounded budget, ``EXIT_TIMEOUT``, but a run
+  given ``init(finish_timeout=)`` is closed within that instead (0.1.4's keyword); what
+  is not sent by then stays in the journal for ``prime-runs sync``.
 - **Fork**: the child drops the parent's queues, threads, locks and
   connections (``RunState.after_fork``); the journal opens files of its own
   on first write. The parent keeps the lifecycle.

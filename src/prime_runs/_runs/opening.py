@@ -19,7 +19,7 @@ from prime_runs._journal.archive import RunArchive
 from prime_runs._runs.argcheck import check_arguments
 from prime_runs._runs.config import capture_config
 from prime_runs._runs.reporting import RAISE
-from prime_runs._runs.state import WARN, Identity, RunState
+from prime_runs._runs.state import WARN, Closer, Identity, RunState
 from prime_runs._version import __version__
 from prime_runs.errors import ConfigurationError, EnvironmentResolutionError, PrimeRunsError
 from prime_runs.exporters._sinks import build_sinks
@@ -232,6 +232,13 @@ def _register(
     """The run's evaluation: the one a launcher created (``id=``), or a new one."""
     if opts.id:
         return lifecycle.attach(opts.id)
+    return register_eval(lifecycle, opts, config, environments)
+
+
+def register_eval(
+    lifecycle: OnlineLifecycle, opts: RunOptions, config: dict[str, Any], environments: list[Any]
+) -> Registration:
+    """Create the run's evaluation as ``opts`` describes it (``init()`` and raw spans)."""
     return lifecycle.register(
         RunDescription(
             name=opts.name,
@@ -264,10 +271,8 @@ def online_archive(
         return None
 
 
-def closer(
-    lifecycle: OnlineLifecycle, registration: Registration, config: dict[str, Any], attached: bool
-) -> Callable[[RunState, RunStatus, dict[str, Any], str | None, float], None]:
-    """Closes the evaluation on the platform (finalize, or a terminal status)."""
+def closing(work: Closer, shutdown: Callable[[], None]) -> Closer:
+    """A run's closer: ``work`` (the close-out), then ``shutdown`` (its clients), always."""
 
     def close(
         state: RunState,
@@ -277,23 +282,40 @@ def closer(
         deadline: float,
     ) -> None:
         try:
-            # Workers on other disks: the summary merges what the platform stored.
-            summary = _coverage.closing_summary(
-                state, lifecycle.client, registration.id, summary, deadline
-            )
-            lifecycle.close(
-                registration,
-                status=status,
-                summary=summary,
-                reason=reason,
-                config=config,
-                attached=attached,
-                deadline=deadline,
-            )
+            work(state, status, summary, reason, deadline)
         finally:
-            lifecycle.shutdown()
+            shutdown()
 
     return close
+
+
+def closer(
+    lifecycle: OnlineLifecycle, registration: Registration, config: dict[str, Any], attached: bool
+) -> Closer:
+    """Closes the evaluation on the platform (finalize, or a terminal status)."""
+
+    def close(
+        state: RunState,
+        status: RunStatus,
+        summary: dict[str, Any],
+        reason: str | None,
+        deadline: float,
+    ) -> None:
+        # Workers on other disks: the summary merges what the platform stored.
+        summary = _coverage.closing_summary(
+            state, lifecycle.client, registration.id, summary, deadline
+        )
+        lifecycle.close(
+            registration,
+            status=status,
+            summary=summary,
+            reason=reason,
+            config=config,
+            attached=attached,
+            deadline=deadline,
+        )
+
+    return closing(close, lifecycle.shutdown)
 
 
 def upload_context_of(opts: RunOptions) -> dict[str, str]:

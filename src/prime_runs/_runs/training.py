@@ -24,9 +24,9 @@ from prime_runs._delivery.metrics import DELIVERY_SUFFIX, KIND, MetricsJournal, 
 from prime_runs._journal.archive import RunArchive
 from prime_runs._records.item import Item, Outcome
 from prime_runs._records.jsonio import encode_json
-from prime_runs._runs.reporting import RAISE
+from prime_runs._runs.handling import refuse_bad, refuse_late
 from prime_runs._runs.state import RunState
-from prime_runs.errors import ConfigurationError, RecordError, RunFinishedError
+from prime_runs.errors import ConfigurationError, RecordError
 from prime_runs.exporters.metrics import SINK_NAME, MetricsSink
 from prime_runs.platform.training import RUN_KINDS, TRAIN, TrainingPlatform, TrainingSpec
 
@@ -49,7 +49,12 @@ class TrainingSide:
     """A training run's metrics: journal, delivery, the step last logged. Thread-safe."""
 
     def __init__(
-        self, state: RunState, platform: TrainingPlatform | None, archive: RunArchive | None
+        self,
+        state: RunState,
+        platform: TrainingPlatform | None,
+        archive: RunArchive | None,
+        *,
+        expect: bool = False,
     ) -> None:
         self._state = state
         self.run_id = state.run_id
@@ -63,10 +68,22 @@ class TrainingSide:
         )
         if platform is not None:
             self.delivery.attach([MetricsSink(platform, state.run_id, owns_client=False)])
+        elif expect:  # a raw run span's run, registering: rows wait for the sink
+            self.delivery.expect([SINK_NAME])
         self.last_step: int | None = None
         self.logged = 0  # rows logged by this process
         self._lock = threading.Lock()
         _sides.add(self)
+
+    def registered(self, platform: TrainingPlatform, run_id: str, local_id: str) -> None:
+        """The run is registered as ``run_id``: rows held so far (stamped with
+        ``local_id``) and later ones go to its metrics sink."""
+        sink = MetricsSink(platform, run_id, owns_client=False)
+        self.delivery.attach([sink], restamp=(local_id, run_id))
+
+    def went_offline(self) -> None:
+        """The run was not registered: the journal keeps the rows for `prime-runs sync`."""
+        self.delivery.forget_expected()
 
     def log(self, row: dict[str, Any], step: int | None) -> None:
         """Send ``row`` (from ``clean_metrics``) as the metrics of ``step``."""
@@ -83,7 +100,7 @@ class TrainingSide:
                 self._state.report(f"could not journal a metrics row: {exc}")
         with self._lock:
             self.logged += 1
-        if self.delivery.channels:
+        if self.delivery.online:  # its sink, or the one expected once registered
             label = f"metrics row (step {step})"
             if not self.delivery.hand(Item(KIND, body, seq, None, label)):  # type: ignore[arg-type]
                 self._state.counters.count_sink("failed", SINK_NAME, 1)
@@ -170,25 +187,23 @@ def side_of(state: RunState | None) -> TrainingSide | None:
 def log_metrics(state: RunState | None, values: object, step: object) -> None:
     """``Run.log_metrics``. A bad ``step`` raises ``ValueError``; bad ``values`` and late
     calls are handled as ``log_episodes`` handles bad or late records: raised under
-    ``on_error="raise"``, otherwise counted and reported. Nothing else raises."""
+    ``on_error="raise"``, otherwise counted and reported. An evaluation accepts and
+    ignores the row, but not after ``finish()``, as 0.1.4 did. Nothing else raises."""
     if step is not None and (not isinstance(step, int) or isinstance(step, bool) or step < 0):
         raise ValueError(f"step must be an int >= 0 or None, got {step!r}")
-    side = side_of(state)
-    if state is None or side is None:  # disabled or eval runs accept and ignore it
+    if state is None:  # disabled: every call accepted
         return
     if not state.gate.enter():  # finish() waits for calls in flight, then refuses more
-        if state.on_error == RAISE:
-            raise RunFinishedError(f"run {state.run_id} has finished; log metrics before finish()")
-        state.refuse_late(1)
+        refuse_late(state, 1, "metrics")
         return
     try:
+        side = side_of(state)
+        if side is None:
+            return  # an evaluation has no metrics rows
         try:
             row = clean_metrics(values)
         except RecordError as exc:
-            if state.on_error == RAISE:
-                raise
-            state.count_invalid(1)
-            state.report(f"a metrics row was not logged: {exc}")
+            refuse_bad(state, exc, "a metrics row")
             return
         side.log(row, step)  # type: ignore[arg-type]
     except RecordError:

@@ -1,28 +1,33 @@
 """Opening a training run: register it (or attach with ``id=``), wire its sinks, and the
-close-out that finalizes it or sets its status (contract Appendix A)."""
+close-out that finalizes it or sets its status (contract Appendix A). ``init()`` registers
+before it returns; a raw ``run`` span's training run is registered off the thread that
+started the span, through ``registering.begin`` as a raw span's evaluation is."""
 
 from __future__ import annotations
 
 import dataclasses
 import logging
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import prime_runs._runs.training_register as training_register
 from prime_runs._delivery.provenance import upload_context
 from prime_runs._journal.archive import RunArchive
 from prime_runs._runs.finishing import CLOSE_MARGIN
 from prime_runs._runs.opening import (
     RunOptions,
     archive_root,
+    closing,
     describe,
     local_run_id,
     online_archive,
+    open_state,
     resolve,
 )
-from prime_runs._runs.state import Identity, RunState
-from prime_runs._runs.training import TrainingSide, check_kind
+from prime_runs._runs.registering import Registered, begin, open_raw
+from prime_runs._runs.state import Closer, Identity, RunState
+from prime_runs._runs.training import TrainingSide, check_kind, side_of
 from prime_runs.errors import ConfigurationError
 from prime_runs.exporters._sinks import build_sinks
 from prime_runs.exporters.metrics import SINK_NAME
@@ -35,10 +40,17 @@ from prime_runs.platform.training import (
     TrainingSpec,
     register_body,
 )
-from prime_runs.settings import DISABLED, OFFLINE, Settings
+from prime_runs.settings import DISABLED, OFFLINE, ONLINE, Settings
 from prime_runs.status import RunStatus
 
 logger = logging.getLogger("prime_runs")
+
+
+def open_run(opts: RunOptions) -> RunState | None:
+    """Open the run ``init()`` asked for: a training run (``kind="train"``) or an
+    evaluation; ``None`` for a disabled run."""
+    check_kind(opts.kind, opts.training)
+    return open_training(opts) if opts.kind == TRAIN else open_state(opts)
 
 
 def open_training(opts: RunOptions) -> RunState | None:
@@ -73,19 +85,123 @@ def open_training(opts: RunOptions) -> RunState | None:
         closer=_closer(platform, registration),
     )
     state.training = TrainingSide(state, platform, archive)  # type: ignore[attr-defined]
+    state.delivery.attach(_sinks(settings, opts, platform, registration.id))
+    return state
+
+
+def _sinks(
+    settings: Settings, opts: RunOptions, platform: TrainingPlatform, run_id: str
+) -> list[Any]:
+    """The run's record sinks: Prime Traces, and the per-step sample table."""
     context = upload_context(
         run_type=TRAIN, framework=opts.framework, model=opts.model, resource=opts.resource
     )
-    sinks = build_sinks(settings, registration.id, context, traces=opts.traces, samples=False)
+    sinks = build_sinks(settings, run_id, context, traces=opts.traces, samples=False)
     if opts.samples and parquet_available():
-        sinks.append(TrainSamplesSink(platform, registration.id))
+        sinks.append(TrainSamplesSink(platform, run_id))
     elif opts.samples:
         logger.info(
             "prime-runs: the training sample table is off: pyarrow is not installed "
             "(pip install 'prime-runs[train]'); episodes reach Prime Traces only"
         )
-    state.delivery.attach(sinks)
+    return sinks
+
+
+def _record_sinks(opts: RunOptions) -> list[str]:
+    """The names of the sinks ``_sinks`` gives the run."""
+    names = ["traces"] if opts.traces else []
+    if opts.samples and parquet_available():
+        names.append(SAMPLES_SINK)
+    return names
+
+
+# -- a raw `run` span's training run ---------------------------------------------------
+
+
+def open_raw_run(opts: RunOptions) -> RunState | None:
+    """Open a raw ``run`` span's run without waiting on the network: a training run
+    (``prime.run.type = "train"``) or an evaluation; ``None`` when disabled."""
+    check_kind(opts.kind, opts.training)
+    return _open_raw_training(opts) if opts.kind == TRAIN else open_raw(opts)
+
+
+def _open_raw_training(opts: RunOptions) -> RunState | None:
+    """As ``open_training``, but registered off the caller's thread (``registering``):
+    rows and records logged meanwhile are journaled and held for the sinks."""
+    spec = opts.training or TrainingSpec()
+    settings, config, environments = resolve(opts)
+    if settings.mode != ONLINE or opts.id:  # offline, disabled or attached: no request
+        return open_training(opts)
+    # What the platform requires is checked now: a span that cannot register is not tracked.
+    register_body(
+        model=opts.model,
+        team_id=settings.team_id,
+        spec=spec,
+        environments=environments,
+        name=opts.name,
+        config=config,
+    )
+    local_id = local_run_id()
+    description = _describe(opts, spec, config, environments, ONLINE, settings.team_id)
+    description["name"] = name = opts.name or f"train-{local_id}"
+    archive = online_archive(opts, archive_root(opts.dir), local_id, description)
+    state = RunState(
+        Identity(local_id, name, ONLINE, None, TRAIN),
+        description=description,
+        config=config,
+        archive=archive,
+        on_error=opts.on_error,
+    )
+    side = TrainingSide(state, None, archive, expect=True)
+    state.training = side  # type: ignore[attr-defined]
+    state.delivery.expect(_record_sinks(opts))
+    how = _RawTraining(state, side, opts, settings, spec, environments)
+    begin(state, how.register, side.went_offline)
     return state
+
+
+class _RawTraining:
+    """The registration of a raw span's training run, run by ``registering.begin``."""
+
+    def __init__(
+        self,
+        state: RunState,
+        side: TrainingSide,
+        opts: RunOptions,
+        settings: Settings,
+        spec: TrainingSpec,
+        environments: list[Any],
+    ) -> None:
+        self._state, self._side, self._opts = state, side, opts
+        self._settings, self._spec, self._environments = settings, spec, environments
+
+    def register(self) -> Registered:
+        platform = TrainingPlatform(self._settings)
+        try:
+            registration = self._create(platform)
+            sinks = _sinks(self._settings, self._opts, platform, registration.id)
+        except BaseException:
+            platform.shutdown()
+            raise
+        run_id = registration.id
+        identity = Identity(run_id, registration.name, ONLINE, registration.url, TRAIN)
+
+        def rows(local_id: str) -> None:
+            self._side.registered(platform, run_id, local_id)
+
+        closer = _closer(platform, registration)
+        return Registered(identity, closer, sinks, platform.shutdown, [rows])
+
+    def _create(self, platform: TrainingPlatform) -> TrainingRegistration:
+        state = self._state
+        if state.archive is None:  # no journal: nothing to record an intent in
+            args = (self._opts, self._settings, self._spec, state.config, self._environments)
+            return _register(platform, *args)
+        # An intent first (training_register): a crash mid-request never registers twice.
+        found = training_register.register(state.archive, self._settings, platform)
+        run_id = str(found["id"])
+        name = found.get("name") or state.identity.name
+        return TrainingRegistration(run_id, str(name), platform.url_for(run_id))
 
 
 def _register(
@@ -121,10 +237,7 @@ def _describe(
     description["kind"] = TRAIN
     description["team_id"] = team_id  # `prime-runs sync` registers an offline run under it
     description["training"] = dataclasses.asdict(spec)
-    sinks = ["traces"] if opts.traces else []
-    if opts.samples and parquet_available():
-        sinks.append(SAMPLES_SINK)
-    description["sinks"] = [*sinks, SINK_NAME]
+    description["sinks"] = [*_record_sinks(opts), SINK_NAME]
     return description
 
 
@@ -156,9 +269,7 @@ def _open_offline(
     return state
 
 
-def _closer(
-    platform: TrainingPlatform, registration: TrainingRegistration
-) -> Callable[[RunState, RunStatus, dict[str, Any], str | None, float], None]:
+def _closer(platform: TrainingPlatform, registration: TrainingRegistration) -> Closer:
     """Delivers the metrics rows left, then finalizes or sets the run's status."""
 
     def close(
@@ -168,15 +279,12 @@ def _closer(
         reason: str | None,
         deadline: float,
     ) -> None:
-        try:
-            side = getattr(state, "training", None)
-            if isinstance(side, TrainingSide):
-                # Rows first: the platform closes the run's curves at finalize. Keep part
-                # of the budget for the close-out itself.
-                left = deadline - time.monotonic()
-                side.finish(deadline - min(5.0, max(0.0, left) / 3) - CLOSE_MARGIN)
-            platform.close(registration.id, status, reason, deadline)
-        finally:
-            platform.shutdown()
+        side = side_of(state)
+        if side is not None:
+            # Rows first: the platform closes the run's curves at finalize. Keep part
+            # of the budget for the close-out itself.
+            left = deadline - time.monotonic()
+            side.finish(deadline - min(5.0, max(0.0, left) / 3) - CLOSE_MARGIN)
+        platform.close(registration.id, status, reason, deadline)
 
-    return close
+    return closing(close, platform.shutdown)
