@@ -205,6 +205,48 @@ def test_prime_traces_not_enabled_for_the_account_the_same_sample_table(
     assert_same_table(ours, theirs)
 
 
+CRASH = r"""
+import json, sys
+import prime_runs as pr
+
+run = pr.init(kind="train", model="Qwen/Qwen3-0.6B", environments=["gsm8k"],
+              team_id="team_parity", training=pr.TrainingSpec(max_steps=10))
+print(json.dumps({"id": run.id}), flush=True)
+with run:
+    for step in range(3):
+        run.log_metrics({"loss": 1.0 / (step + 1)}, step=step)
+    raise RuntimeError("loss diverged at step 3")
+"""
+
+
+def test_a_crashed_training_loop_is_closed_as_0_1_4_closes_it(
+    peer_python: Path, tmp_path: Path
+) -> None:
+    out = []
+    for who, python in (("peer", peer_python), ("ours", Path(sys.executable))):
+        with StandInPlatform() as platform:
+            env = eval_env(platform.env(), tmp_path / who)
+            proc = subprocess.run(
+                [str(python), "-c", CRASH], env=env, capture_output=True, text=True, timeout=300
+            )
+            assert proc.returncode == 1 and "loss diverged" in proc.stderr
+            run_id = json.loads(proc.stdout.splitlines()[0])["id"]
+            out.append(
+                {
+                    "status": [r.json for r in platform.requests_for("rft_status")],
+                    "finalize": platform.requests_for("rft_finalize"),
+                    "steps": sorted(platform.training_steps(run_id)),
+                    "stored": platform.training_runs[run_id]["status"],
+                }
+            )
+    theirs, ours = out
+    assert ours == theirs
+    (status,) = ours["status"]
+    assert status["status"] == "failed" and "loss diverged" in status["error_message"]
+    assert ours["finalize"] == [] and ours["steps"] == [0, 1, 2]
+    assert ours["stored"] == "failed"
+
+
 def test_the_peer_interpreter_is_the_published_0_1_4(peer_python: Path) -> None:
     # The comparison above is only as good as its premise.
     out = subprocess.run(
