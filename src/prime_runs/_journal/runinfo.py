@@ -32,7 +32,13 @@ TRACES = "traces"
 SAMPLES = "eval_samples"
 SINKS = (TRACES, SAMPLES)
 METRICS = "train_metrics"  # a training run's metrics rows (``metrics_rows``), not records
-SINK_LABELS = {TRACES: "traces", SAMPLES: "samples", METRICS: "metrics rows"}
+TRAIN_SAMPLES = "train_samples"  # a training run's sample table (exporters/train_samples)
+SINK_LABELS = {
+    TRACES: "traces",
+    SAMPLES: "samples",
+    METRICS: "metrics rows",
+    TRAIN_SAMPLES: "sample-table episodes",
+}
 EPISODE_KIND = "episode"
 
 # Allowance for the coarse boot-time clock when telling a reused pid from the owner.
@@ -193,6 +199,14 @@ def inspect(archive: RunArchive) -> RunInfo:
         info.pending[sink] = max(0, base - done)
     if description.get("kind") == "train":
         info.pending[METRICS] = count_pending(archive.path)
+        named = description.get("sinks")
+        if isinstance(named, list) and TRAIN_SAMPLES in named:
+            # Episodes the table's sink neither stored nor settled (skipped: no row there).
+            done = len(acks.get(TRAIN_SAMPLES, ()))
+            done += sum(
+                len(acks.get(settled_name(TRAIN_SAMPLES, h), ())) for h in (REJECTED, SKIPPED)
+            )
+            info.pending[TRAIN_SAMPLES] = max(0, episodes - done)
     return info
 
 

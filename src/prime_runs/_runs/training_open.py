@@ -122,7 +122,8 @@ def _describe(
     description["team_id"] = team_id  # `prime-runs sync` registers an offline run under it
     description["training"] = dataclasses.asdict(spec)
     sinks = ["traces"] if opts.traces else []
-    if opts.samples and parquet_available():
+    # An offline run's table is sent by `prime-runs sync`, which may run where pyarrow is.
+    if opts.samples and (mode == OFFLINE or parquet_available()):
         sinks.append(SAMPLES_SINK)
     description["sinks"] = [*sinks, SINK_NAME]
     return description

@@ -63,8 +63,6 @@ from prime_runs.settings import Settings
 CHUNK_RECORDS = 256
 CHUNK_BYTES = 16 * 1024 * 1024  # under the traces sink's 30 MiB target: one request a chunk
 CHUNK_TIMEOUT = 300.0
-# How long a sync waits for a live process to finish delivering its segments (see _lease).
-LEASE_WAIT = 5.0
 
 logger = logging.getLogger("prime_runs")
 
@@ -208,7 +206,7 @@ class _Syncer:
             for sink in active
         }
         segments = [p.name for p in segment_paths(self.archive.path / RECORDS_DIR)]
-        self.busy = _lease.wait_free(self.archive.path, segments, LEASE_WAIT)
+        self.busy = _lease.wait_free(self.archive.path, segments, _lease.SYNC_WAIT)
         total = sum(info.pending[sink] for sink in active)
         what = ", ".join(f"{info.pending[s]} {SINK_LABELS[s]}" for s in active)
         self.progress.start(info.run_id, total, what)

@@ -6,9 +6,10 @@
    id does not register again when the earlier request may have landed (it failed
    ambiguously, or the sync was killed): it stops and says how to go on. A request that
    certainly did not land clears the intent.
-2. Its episodes go to Prime Traces as any run's records do (``_Syncer.upload``), and every
+2. Its episodes go to Prime Traces as any run's records do (``_Syncer.upload``), every
    metrics row no sink acknowledged (``_journal/metrics_rows``) is sent, with the platform's
-   run id; each lands in its journal's acks, so a second sync sends nothing.
+   run id, and the sample table's objects no sink sent (``_sync/train_samples``); each lands
+   in the journal's acks, so a second sync sends nothing.
 3. A run nobody closed is finalized (completed) or given its status (failed, cancelled,
    crashed), once everything was sent: the platform closes the run's curves at finalize.
 """
@@ -29,6 +30,7 @@ from prime_runs._records.item import Item
 from prime_runs._records.jsonio import encode_json
 from prime_runs._sync.close import CLOSE_TIMEOUT, outcome
 from prime_runs._sync.report import SyncReport, Tally, assemble
+from prime_runs._sync.train_samples import send_samples
 from prime_runs.errors import PrimeRunsError, SyncError, describe
 from prime_runs.exporters.metrics import MetricsSink
 from prime_runs.platform._http import is_ambiguous
@@ -61,6 +63,7 @@ def sync_training(syncer: Uploader, info: RunInfo, settings: Settings) -> SyncRe
         url = where.get("url") or platform.url_for(run_id)
         failures = syncer.upload(run_id, restamp=run_id != info.run_id)
         failures += send_metrics(info.archive.path, platform, run_id, syncer)
+        failures += send_samples(info, platform, run_id, syncer)
         closed_how = None
         if info.needs_close and not failures:
             closed_how = close(info, platform, run_id)
