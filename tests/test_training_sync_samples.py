@@ -17,6 +17,7 @@ import pyarrow.parquet as pq
 import pytest
 
 import prime_runs as pr
+import prime_runs._journal.lease as _lease
 from prime_runs._journal.archive import RunArchive
 from prime_runs._journal.runinfo import TRAIN_SAMPLES, inspect
 from prime_runs.cli import main
@@ -127,6 +128,7 @@ def test_an_offline_runs_table_is_the_live_runs_table(prime_env, episodes) -> No
 CRASHING = r"""
 import json, os, sys
 import prime_runs as pr
+import prime_runs._journal.lease as _lease
 by_step = {int(k): v for k, v in json.load(open(sys.argv[1])).items()}
 run = pr.init(kind="train", model="m", team_id="t", environments=["gsm8k"],
               training=pr.TrainingSpec(max_steps=40))
@@ -253,3 +255,54 @@ def test_without_pyarrow_the_table_waits_and_says_how_to_send_it(
 
     assert Counter(c["step"] for c in prime_env.training_samples(run_id)) == {0: 1, 10: 1, 20: 1}
     assert prime_env.training_runs[run_id]["status"] == "completed"
+
+
+def test_episodes_a_live_process_holds_are_left_to_it(
+    prime_env: StandInPlatform, episodes: list[dict], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    run = init(mode="offline")
+    loop(run, batches(episodes, "lease"))
+    run.finish()
+    folder = Path(str(run.archive_path))
+    (segment,) = [p.name for p in (folder / "records").glob("episode-*.jsonl")]
+    monkeypatch.setattr(_lease, "SYNC_WAIT", 0.2)
+    _lease.hold(folder, segment)  # as the process writing it would, until its journal closes
+    try:
+        assert main(["sync"]) == 1
+    finally:
+        _lease.release(folder, [segment])
+    assert table_requests(prime_env) == dict.fromkeys(TABLE_ROUTES, 0)
+    assert inspect(RunArchive(folder)).pending[TRAIN_SAMPLES] == 7  # none settled meanwhile
+
+    assert main(["sync"]) == 0
+
+    ((run_id, _),) = prime_env.training_runs.items()
+    assert Counter(c["step"] for c in prime_env.training_samples(run_id)) == {0: 1, 10: 1, 20: 1}
+
+
+def test_an_object_recorded_in_flight_that_never_landed_is_sent_anew(
+    prime_env: StandInPlatform, episodes: list[dict], fast_retries: None
+) -> None:
+    run = init(mode="offline")
+    loop(run, batches(episodes, "gone"))
+    run.finish()
+    archive = RunArchive(Path(str(run.archive_path)))
+    first = next(key for key, kind, _ in archive.iter_records() if kind == "episode")
+    prime_env.outage(503, routes=["rft_presign"])
+    assert main(["sync"]) == 1  # registered, rows and traces sent; no object yet
+    prime_env.recover()
+    ((run_id, _),) = prime_env.training_runs.items()
+    state = archive.sync_state()  # as if an earlier sync had uploaded an object for it
+    state["train_samples"] = {
+        "run_id": run_id,
+        "ranges": {"0": 1},
+        "inflight": {"step": 0, "s3_key": "rft/x.parquet", "keys": [list(first)]},
+    }
+    archive.write_sync_state(state)
+
+    assert main(["sync"]) == 0  # its confirm is refused (no such object): sent anew
+
+    assert archive.sync_state()["train_samples"]["inflight"] is None
+    assert Counter(c["step"] for c in prime_env.training_samples(run_id)) == {0: 1, 10: 1, 20: 1}
+    step0 = tables(prime_env, run_id)[0][0]  # numbered after the range recorded as used
+    assert min(r["sample_id"] for r in step0) == SAMPLE_ID_STRIDE
