@@ -18,6 +18,7 @@ import pytest
 
 import prime_runs as pr
 import prime_runs._journal.lease as _lease
+import prime_runs._sync.train_samples as table_sync
 from prime_runs._journal.archive import RunArchive
 from prime_runs._journal.runinfo import TRAIN_SAMPLES, inspect
 from prime_runs.cli import main
@@ -129,6 +130,7 @@ CRASHING = r"""
 import json, os, sys
 import prime_runs as pr
 import prime_runs._journal.lease as _lease
+import prime_runs._sync.train_samples as table_sync
 by_step = {int(k): v for k, v in json.load(open(sys.argv[1])).items()}
 run = pr.init(kind="train", model="m", team_id="t", environments=["gsm8k"],
               training=pr.TrainingSpec(max_steps=40))
@@ -306,3 +308,20 @@ def test_an_object_recorded_in_flight_that_never_landed_is_sent_anew(
     assert Counter(c["step"] for c in prime_env.training_samples(run_id)) == {0: 1, 10: 1, 20: 1}
     step0 = tables(prime_env, run_id)[0][0]  # numbered after the range recorded as used
     assert min(r["sample_id"] for r in step0) == SAMPLE_ID_STRIDE
+
+
+def test_a_step_beyond_one_delivery_becomes_several_objects(
+    prime_env: StandInPlatform, episodes: list[dict], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(table_sync, "CHUNK_RECORDS", 2)  # as a live delivery's bound cuts
+    run = init(mode="offline")
+    loop(run, batches(episodes, "big"))
+    run.finish()
+
+    assert main(["sync"]) == 0
+
+    ((run_id, _),) = prime_env.training_runs.items()
+    step20 = tables(prime_env, run_id)[20]
+    assert [len(rows) for rows in step20] == [2, 1]
+    ids = [r["sample_id"] for rows in step20 for r in rows]
+    assert ids == [0, 1, SAMPLE_ID_STRIDE]  # each object numbers in a range of its own

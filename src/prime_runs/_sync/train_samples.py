@@ -27,6 +27,7 @@ import time
 from typing import Any
 
 import prime_runs._journal.lease as _lease
+from prime_runs._delivery.delivery import BATCH_BYTES, BATCH_ITEMS
 from prime_runs._journal.archive import (
     RECORDS_DIR,
     REJECTED,
@@ -51,10 +52,10 @@ from prime_runs.exporters.train_samples import (
 from prime_runs.platform.training import TrainingPlatform
 
 STATE = "train_samples"  # sync.json: {"run_id", "ranges": {step: next}, "inflight"}
-# A live export claims at most this much at once (``Ledger.claim``): a step's episodes
-# beyond it become a second object there, and here too.
-CHUNK_RECORDS = 2_000
-CHUNK_BYTES = 8 * 1024 * 1024
+# A live delivery takes at most this much at once: a step's episodes beyond it become a
+# second object there, and here too.
+CHUNK_RECORDS = BATCH_ITEMS
+CHUNK_BYTES = BATCH_BYTES
 CHUNK_TIMEOUT = 300.0
 
 Indexed = list[tuple[RecordKey, int]]  # (key, size) of pending episodes, in journal order
@@ -254,12 +255,15 @@ def _int(value: object) -> int:
 
 
 def _chunks(indexed: Indexed) -> list[Indexed]:
-    chunks: list[Indexed] = [[]]
+    """Cut as ``Ledger.claim`` cuts a live delivery: the entry that reaches a bound is
+    the last of its chunk."""
+    chunks: list[Indexed] = []
+    chunk: Indexed = []
     size = 0
     for entry in indexed:
-        if chunks[-1] and (len(chunks[-1]) >= CHUNK_RECORDS or size + entry[1] > CHUNK_BYTES):
-            chunks.append([])
-            size = 0
-        chunks[-1].append(entry)
+        chunk.append(entry)
         size += entry[1]
-    return chunks
+        if len(chunk) >= CHUNK_RECORDS or size >= CHUNK_BYTES:
+            chunks.append(chunk)
+            chunk, size = [], 0
+    return [*chunks, chunk] if chunk else chunks
