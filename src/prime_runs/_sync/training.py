@@ -2,8 +2,9 @@
 
 1. An offline run is registered once (``POST /rft/external-runs``). As for an evaluation
    (``_runs/register_once``), an intent goes to sync.json before the request. The RFT API
-   lists no runs to look an earlier attempt up in, so a rerun that finds an intent but no
-   id does not register again when the earlier request may have landed (it failed
+   takes no id or key of ours and has no list or lookup of runs, so nothing can tell
+   whether an earlier attempt landed: a rerun that finds an intent but no id does not
+   register again when the earlier request may have landed (it failed
    ambiguously, or the sync was killed): it stops and says how to go on. A request that
    certainly did not land clears the intent.
 2. Its episodes go to Prime Traces as any run's records do (``_Syncer.upload``), every
@@ -78,9 +79,12 @@ def register(archive: RunArchive, settings: Settings, platform: TrainingPlatform
     desc = archive.description()
     sync = archive.sync_state()
     if isinstance(sync.get("intent"), dict):
+        # The RFT API cannot answer "did it land?": registering takes no id or key of ours,
+        # and there is no list or lookup of runs (contract Appendix A). Only the user can.
         raise SyncError(
             f"an earlier sync may have registered this run (at {sync['intent'].get('at')}) "
-            "and the platform lists no runs to check: if the dashboard shows it, add "
+            "and the platform's training API cannot look a run up: if the dashboard shows "
+            f"a training run named {str(desc.get('name') or '')!r} created then, add "
             '"platform": {"id": "<its id>"} to sync.json; if not, remove "intent" from '
             "sync.json; then sync again"
         )
