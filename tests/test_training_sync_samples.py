@@ -10,6 +10,7 @@ import io
 import json
 import subprocess
 import sys
+import time
 from collections import Counter
 from pathlib import Path
 
@@ -223,6 +224,7 @@ def test_an_interrupted_sync_is_completed_by_the_next_without_duplicates(
 
 NO_PYARROW = r"""
 import sys
+import time
 sys.modules["pyarrow"] = None  # as if the train extra were not installed
 sys.modules["pyarrow.parquet"] = None
 from prime_runs.cli import main
@@ -325,3 +327,35 @@ def test_a_step_beyond_one_delivery_becomes_several_objects(
     assert [len(rows) for rows in step20] == [2, 1]
     ids = [r["sample_id"] for rows in step20 for r in rows]
     assert ids == [0, 1, SAMPLE_ID_STRIDE]  # each object numbers in a range of its own
+
+
+def test_a_sync_killed_before_its_confirm_answered_confirms_that_object_next_time(
+    prime_env: StandInPlatform, episodes: list[dict]
+) -> None:
+    run = init(mode="offline")
+    loop(run, batches(episodes, "kill"))
+    run.finish()
+    archive = RunArchive(Path(str(run.archive_path)))
+    prime_env.stall("rft_confirm", 30)
+    child = subprocess.Popen(
+        [sys.executable, "-m", "prime_runs.cli", "sync"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while not (archive.sync_state().get("train_samples") or {}).get("inflight"):
+            assert child.poll() is None and time.monotonic() < deadline
+            time.sleep(0.05)
+        time.sleep(0.2)  # the confirm is on its way, held by the stand-in
+    finally:
+        child.kill()
+        child.wait(30)
+    prime_env.unstall()  # the dead sync's confirm may land now, or not: either way once
+
+    assert main(["sync"]) == 0
+
+    ((run_id, _),) = prime_env.training_runs.items()
+    assert Counter(c["step"] for c in prime_env.training_samples(run_id)) == {0: 1, 10: 1, 20: 1}
+    puts = [r for r in prime_env.requests_for("object_put") if r.status == 200]
+    assert len(puts) == 3  # step 0's object was uploaded once, and confirmed again
