@@ -37,7 +37,7 @@ from prime_runs._journal.archive import (
     settled_name,
 )
 from prime_runs._journal.nofollow import segment_paths
-from prime_runs._journal.runinfo import EPISODE_KIND, TRAIN_SAMPLES, RunInfo
+from prime_runs._journal.runinfo import EPISODE_KIND, EPISODES, TRAIN_SAMPLES, RunInfo
 from prime_runs._records.item import Deadline, Item, Outcome
 from prime_runs._records.lines import parse_record
 from prime_runs._sync.report import Tally
@@ -130,7 +130,7 @@ class _TableSync:
         table (other work, off the cadence) settled as skipped, unreadable ones as
         rejected, as the live sink settles them."""
         names = [p.name for p in segment_paths(self.archive.path / RECORDS_DIR)]
-        episodes = [n for n in names if n.startswith(f"{EPISODE_KIND}-")]
+        episodes = [n for n in names if n.startswith(EPISODES)]
         busy = _lease.wait_free(self.archive.path, episodes, _lease.SYNC_WAIT)
         steps: dict[int, Indexed] = {}
         skipped: list[RecordKey] = []
