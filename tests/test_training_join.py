@@ -13,6 +13,8 @@ from pathlib import Path
 
 import prime_runs as pr
 import prime_runs._runs.join as _join
+from prime_runs._journal.archive import RunArchive
+from prime_runs._journal.runinfo import TRAIN_SAMPLES, inspect
 from prime_runs.testing import StandInPlatform
 
 RANK = r"""
@@ -111,6 +113,9 @@ def test_ranks_send_their_rows_once_and_only_the_owner_closes(prime_env: StandIn
         lines = journal.read_text().splitlines()
         acks = journal.with_suffix(".acks").read_text().split()
         assert sorted(map(int, acks)) == list(range(len(lines)))
+    # The ranks' episodes have no row in the owner's sample table: nothing left for sync.
+    info = inspect(RunArchive(folder))
+    assert info.pending[TRAIN_SAMPLES] == 0 and not info.needs_sync
 
 
 def test_an_offline_rank_journals_its_rows_into_the_run(isolated_env: Path) -> None:

@@ -14,7 +14,7 @@ from collections.abc import Callable, Container
 from typing import Any, Protocol
 
 from prime_runs._journal.archive import REJECTED, SKIPPED, RecordKey, RunArchive, settled_name
-from prime_runs._records.encode import Encoded, record_id
+from prime_runs._records.encode import EPISODE, Encoded, record_id
 from prime_runs._records.item import Outcome
 from prime_runs.errors import JournalError, RecordError
 from prime_runs.metrics import SummaryAccumulator
@@ -45,6 +45,10 @@ class Journal:
         # The segments this journal appended to: the run's summary already counts their
         # records, so finish() reads back only the others (forked children, joined workers).
         self.segments: set[str] = set()
+        # Sinks that store none of this journal's episodes (a rank's have no row in its
+        # owner's sample table): each is settled as skipped as it is written, so neither
+        # `prime-runs ls` nor sync counts it as owed.
+        self.skipped_by: tuple[str, ...] = ()
 
     def append(self, encoded: Encoded, *, online: bool) -> RecordKey | None:
         """The record's key, or None when the journal could not store it (counted)."""
@@ -56,6 +60,9 @@ class Journal:
         self.segments.add(key.segment)
         if self._failing:
             self._append_resumed()
+        if self.skipped_by and encoded.kind == EPISODE:
+            for sink in self.skipped_by:
+                self._ack(settled_name(sink, SKIPPED), sink, [key])
         return key
 
     def _append_failed(self, encoded: Encoded, exc: OSError, online: bool) -> None:
@@ -92,15 +99,17 @@ class Journal:
             (settled_name(sink, REJECTED), [i for i, _ in outcome.rejected]),
             (settled_name(sink, SKIPPED), outcome.skipped if not outcome.quiet else []),
         ):
-            keys = [i.key for i in items if i.key is not None]
-            if not keys:
-                continue
-            try:
-                self.archive.ack(name, keys)
-            except OSError as exc:
-                self._ack_failed(sink, exc)
-            else:
-                self._ack_failing = False
+            self._ack(name, sink, [i.key for i in items if i.key is not None])
+
+    def _ack(self, name: str, sink: str, keys: list[RecordKey]) -> None:
+        if not keys:
+            return
+        try:
+            self.archive.ack(name, keys)
+        except OSError as exc:
+            self._ack_failed(sink, exc)
+        else:
+            self._ack_failing = False
 
     def settle_late(self, sink: str, outcome: Outcome) -> None:
         """What landed after ``finish()`` gave up on it: only the archive learns of it."""

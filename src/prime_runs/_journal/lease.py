@@ -43,6 +43,7 @@ except ImportError:  # no POSIX locks on this platform: leases are not enforced
 LEASES_DIR = "leases"
 SYNC_LOCK_FILE = ".sync.lock"
 
+SYNC_WAIT = 5.0  # how long a sync waits for a live process to finish delivering a segment
 GRACE = 120.0  # seconds a lingering lease is held past the finish (traces REQUEST_TIMEOUT)
 _POLL = 0.1  # how often a waiting sync looks at a lease again
 

@@ -32,8 +32,15 @@ TRACES = "traces"
 SAMPLES = "eval_samples"
 SINKS = (TRACES, SAMPLES)
 METRICS = "train_metrics"  # a training run's metrics rows (``metrics_rows``), not records
-SINK_LABELS = {TRACES: "traces", SAMPLES: "samples", METRICS: "metrics rows"}
+TRAIN_SAMPLES = "train_samples"  # a training run's sample table (exporters/train_samples)
+SINK_LABELS = {
+    TRACES: "traces",
+    SAMPLES: "samples",
+    METRICS: "metrics rows",
+    TRAIN_SAMPLES: "sample-table episodes",
+}
 EPISODE_KIND = "episode"
+EPISODES = f"{EPISODE_KIND}-"  # how an episode segment's name begins
 
 # Allowance for the coarse boot-time clock when telling a reused pid from the owner.
 _START_SLACK = 2.0
@@ -193,6 +200,13 @@ def inspect(archive: RunArchive) -> RunInfo:
         info.pending[sink] = max(0, base - done)
     if description.get("kind") == "train":
         info.pending[METRICS] = count_pending(archive.path)
+        named = description.get("sinks")
+        if isinstance(named, list) and TRAIN_SAMPLES in named:
+            # Episodes the table's sink neither stored nor settled (skipped: no row there;
+            # the live sink settles bare traces too, which are not counted here).
+            names = [TRAIN_SAMPLES, *(settled_name(TRAIN_SAMPLES, h) for h in (REJECTED, SKIPPED))]
+            done = {k for n in names for k in acks.get(n, ()) if k.segment.startswith(EPISODES)}
+            info.pending[TRAIN_SAMPLES] = max(0, episodes - len(done))
     return info
 
 

@@ -12,6 +12,7 @@ from prime_runs._runs.opening import RunOptions
 from prime_runs._runs.state import RunState
 from prime_runs._runs.training import TrainingSide
 from prime_runs.exporters._sinks import build_sinks
+from prime_runs.exporters.train_samples import SINK_NAME as SAMPLES_SINK
 from prime_runs.platform.training import TRAIN, TrainingPlatform
 from prime_runs.settings import Settings
 
@@ -28,6 +29,10 @@ def wire(
     ``after_finish`` hook that finishes the side before ``after``."""
     platform = TrainingPlatform(settings) if settings is not None else None
     state.training = TrainingSide(state, platform, state.archive)  # type: ignore[attr-defined]
+    if state.journal is not None:
+        # The sample table is the owner's: a rank's episodes have no row there, and sync,
+        # reading the run's folder, must not send them to it.
+        state.journal.skipped_by = (SAMPLES_SINK,)
     if settings is not None:
         # Episodes reach Prime Traces as the owner's do. The per-step sample table is the
         # owner's alone: ranks presigning the same step's object would overwrite it.

@@ -107,10 +107,10 @@ def _sinks(
     return sinks
 
 
-def _record_sinks(opts: RunOptions) -> list[str]:
-    """The names of the sinks ``_sinks`` gives the run."""
+def _record_sinks(opts: RunOptions, *, offline: bool = False) -> list[str]:
+    """The names of the sinks ``_sinks`` gives the run (offline: those sync will use)."""
     names = ["traces"] if opts.traces else []
-    if opts.samples and parquet_available():
+    if opts.samples and (offline or parquet_available()):
         names.append(SAMPLES_SINK)
     return names
 
@@ -237,7 +237,8 @@ def _describe(
     description["kind"] = TRAIN
     description["team_id"] = team_id  # `prime-runs sync` registers an offline run under it
     description["training"] = dataclasses.asdict(spec)
-    description["sinks"] = [*_record_sinks(opts), SINK_NAME]
+    # An offline run's table is sent by `prime-runs sync`, which may run where pyarrow is.
+    description["sinks"] = [*_record_sinks(opts, offline=mode == OFFLINE), SINK_NAME]
     return description
 
 

@@ -28,9 +28,12 @@ def register(archive: RunArchive, settings: Settings, platform: TrainingPlatform
     desc = archive.description()
     sync = archive.sync_state()
     if isinstance(sync.get("intent"), dict):
+        # The RFT API cannot answer "did it land?": registering takes no id or key of ours,
+        # and there is no list or lookup of runs (contract Appendix A). Only the user can.
         raise SyncError(
             f"an earlier sync may have registered this run (at {sync['intent'].get('at')}) "
-            "and the platform lists no runs to check: if the dashboard shows it, add "
+            "and the platform's training API cannot look a run up: if the dashboard shows "
+            f"a training run named {str(desc.get('name') or '')!r} created then, add "
             '"platform": {"id": "<its id>"} to sync.json; if not, remove "intent" from '
             "sync.json; then sync again"
         )

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from prime_runs._journal.archive import RunArchive
-from prime_runs._journal.runinfo import SINK_LABELS, inspect
+from prime_runs._journal.runinfo import SINK_LABELS, RunInfo, inspect
 
 
 @dataclass
@@ -20,6 +21,48 @@ class SyncReport:
     uploaded: dict[str, int] = field(default_factory=dict)
     found: dict[str, int] = field(default_factory=dict)  # already stored: acked, not sent
     late: int | None = None  # records that landed after the run was finalized
+
+
+class Tally(Protocol):
+    """What a sync counted for one run: records sent, found stored, refused, and notes."""
+
+    uploaded: dict[str, int]
+    found: dict[str, int]
+    rejected: dict[str, list[str]]  # sink -> the reasons, one per refused record
+    notes: list[str]
+
+
+def assemble(
+    info: RunInfo,
+    tally: Tally,
+    platform_id: str,
+    url: object,
+    failures: list[str],
+    closed_how: str | None,
+    *,
+    late: int | None = None,
+) -> SyncReport:
+    """The report of one synced run (an evaluation or a training run alike): ``ok`` when
+    nothing failed, and its line."""
+    failures = list(failures)
+    if info.status_problem:
+        failures.append(f"{info.status_problem}, so how the run ended is unknown")
+    notes = list(tally.notes)
+    if info.links:  # never read through: what a link points at is not the run's
+        notes.append(f"{len(info.links)} symbolic links in the run folder not read")
+    for sink, reasons in tally.rejected.items():
+        label = SINK_LABELS.get(sink, sink)
+        failures.append(f"{len(reasons)} {label} rejected ({reasons[0]})")
+    counts = {"uploaded": tally.uploaded, "found": tally.found}
+    return SyncReport(
+        info.run_id,
+        not failures,
+        line(info.archive, platform_id, url, failures, closed_how, counts, notes),
+        platform_id=platform_id,
+        uploaded=dict(tally.uploaded),
+        found=dict(tally.found),
+        late=late,
+    )
 
 
 def line(

@@ -52,7 +52,7 @@ from prime_runs._sync.readback import (
     rollout_counters,
     sample_ids,
 )
-from prime_runs._sync.report import SyncReport, line
+from prime_runs._sync.report import SyncReport, assemble
 from prime_runs._sync.training import sync_training
 from prime_runs.errors import PrimeRunsError, RecordError, SyncError
 from prime_runs.exporters._channel import Channel
@@ -63,8 +63,6 @@ from prime_runs.settings import Settings
 CHUNK_RECORDS = 256
 CHUNK_BYTES = 16 * 1024 * 1024  # under the traces sink's 30 MiB target: one request a chunk
 CHUNK_TIMEOUT = 300.0
-# How long a sync waits for a live process to finish delivering its segments (see _lease).
-LEASE_WAIT = 5.0
 
 logger = logging.getLogger("prime_runs")
 
@@ -163,7 +161,7 @@ class _Syncer:
             platform = register(self.archive, self.settings, self.client, claimed=self.claimed)
             self.desc = self.archive.description()
         eval_id = self.eval_id = platform["id"]
-        failures = self._upload(eval_id, restamp=eval_id != info.run_id)
+        failures = self.upload(eval_id, restamp=eval_id != info.run_id)
         closed_how = None
         if info.needs_close and not failures:
             closed_how = close_run(
@@ -171,26 +169,9 @@ class _Syncer:
             )
         if closed_how is None and (any(self.uploaded.values()) or info.joined):
             self.late = late_records(self.archive, self.client, eval_id, self.notes)
-        if info.status_problem:
-            failures.append(f"{info.status_problem}, so how the run ended is unknown")
-        if info.links:  # never read through: what a link points at is not the run's
-            self.notes.append(f"{len(info.links)} symbolic links in the run folder not read")
-        for sink, reasons in self.rejected.items():
-            failures.append(f"{len(reasons)} {SINK_LABELS[sink]} rejected ({reasons[0]})")
-        report = SyncReport(
-            info.run_id,
-            not failures,
-            "",
-            platform_id=eval_id,
-            uploaded=dict(self.uploaded),
-            found=dict(self.found),
-            late=self.late,
+        return assemble(
+            info, self, eval_id, platform.get("url"), failures, closed_how, late=self.late
         )
-        counts = {"uploaded": self.uploaded, "found": self.found}
-        report.message = line(
-            self.archive, eval_id, platform.get("url"), failures, closed_how, counts, self.notes
-        )
-        return report
 
     def _ensure_environments(self, names: Sequence[str]) -> None:
         """The platform registers an eval only under an environment (checked before any
@@ -212,7 +193,7 @@ class _Syncer:
 
     # -- uploads ------------------------------------------------------------------------
 
-    def _upload(self, eval_id: str, *, restamp: bool) -> list[str]:
+    def upload(self, eval_id: str, *, restamp: bool) -> list[str]:
         info = self.info
         active = [sink for sink in info.sinks if info.pending.get(sink)]
         if not active:
@@ -225,7 +206,7 @@ class _Syncer:
             for sink in active
         }
         segments = [p.name for p in segment_paths(self.archive.path / RECORDS_DIR)]
-        self.busy = _lease.wait_free(self.archive.path, segments, LEASE_WAIT)
+        self.busy = _lease.wait_free(self.archive.path, segments, _lease.SYNC_WAIT)
         total = sum(info.pending[sink] for sink in active)
         what = ", ".join(f"{info.pending[s]} {SINK_LABELS[s]}" for s in active)
         self.progress.start(info.run_id, total, what)

@@ -3,13 +3,15 @@
 1. An offline run is registered once (``POST /rft/external-runs``, ``_runs/training_register``,
    shared with a raw ``run`` span's training run). As for an evaluation
    (``_runs/register_once``), an intent goes to sync.json before the request. The RFT API
-   lists no runs to look an earlier attempt up in, so a rerun that finds an intent but no
-   id does not register again when the earlier request may have landed (it failed
+   takes no id or key of ours and has no list or lookup of runs, so nothing can tell
+   whether an earlier attempt landed: a rerun that finds an intent but no id does not
+   register again when the earlier request may have landed (it failed
    ambiguously, or the sync was killed): it stops and says how to go on. A request that
    certainly did not land clears the intent.
-2. Its episodes go to Prime Traces as any run's records do (``_Syncer._upload``), and every
+2. Its episodes go to Prime Traces as any run's records do (``_Syncer.upload``), every
    metrics row no sink acknowledged (``_journal/metrics_rows``) is sent, with the platform's
-   run id; each lands in its journal's acks, so a second sync sends nothing.
+   run id, and the sample table's objects no sink sent (``_sync/train_samples``); each lands
+   in the journal's acks, so a second sync sends nothing.
 3. A run nobody closed is finalized (completed) or given its status (failed, cancelled,
    crashed), once everything was sent: the platform closes the run's curves at finalize.
 """
@@ -27,7 +29,8 @@ from prime_runs._records.item import Item
 from prime_runs._records.jsonio import encode_json
 from prime_runs._runs.training_register import register
 from prime_runs._sync.close import CLOSE_TIMEOUT, outcome
-from prime_runs._sync.report import SyncReport, line
+from prime_runs._sync.report import SyncReport, Tally, assemble
+from prime_runs._sync.train_samples import send_samples
 from prime_runs.errors import PrimeRunsError, SyncError, describe
 from prime_runs.exporters.metrics import MetricsSink
 from prime_runs.platform.training import TrainingPlatform
@@ -38,16 +41,12 @@ CHUNK_ROWS = 256
 CHUNK_TIMEOUT = 300.0
 
 
-class Uploader(Protocol):
+class Uploader(Tally, Protocol):
     """What of ``_Syncer`` a training sync uses: its record uploads and their counts."""
 
     eval_id: str
-    uploaded: dict[str, int]
-    found: dict[str, int]
-    notes: list[str]
-    rejected: dict[str, list[str]]
 
-    def _upload(self, eval_id: str, *, restamp: bool) -> list[str]: ...
+    def upload(self, eval_id: str, *, restamp: bool) -> list[str]: ...
 
 
 def sync_training(syncer: Uploader, info: RunInfo, settings: Settings) -> SyncReport:
@@ -61,28 +60,15 @@ def sync_training(syncer: Uploader, info: RunInfo, settings: Settings) -> SyncRe
             where = register(info.archive, settings, platform)
         run_id = syncer.eval_id = str(where["id"])
         url = where.get("url") or platform.url_for(run_id)
-        failures = syncer._upload(run_id, restamp=run_id != info.run_id)
+        failures = syncer.upload(run_id, restamp=run_id != info.run_id)
         failures += send_metrics(info.archive.path, platform, run_id, syncer)
+        failures += send_samples(info, platform, run_id, syncer)
         closed_how = None
         if info.needs_close and not failures:
             closed_how = close(info, platform, run_id)
     finally:
         platform.shutdown()
-    if info.status_problem:
-        failures.append(f"{info.status_problem}, so how the run ended is unknown")
-    for sink, reasons in syncer.rejected.items():
-        failures.append(f"{len(reasons)} {sink} rejected ({reasons[0]})")
-    report = SyncReport(
-        info.run_id,
-        not failures,
-        "",
-        platform_id=run_id,
-        uploaded=dict(syncer.uploaded),
-        found=dict(syncer.found),
-    )
-    counts = {"uploaded": syncer.uploaded, "found": syncer.found}
-    report.message = line(info.archive, run_id, url, failures, closed_how, counts, syncer.notes)
-    return report
+    return assemble(info, syncer, run_id, url, failures, closed_how)
 
 
 def send_metrics(
@@ -122,7 +108,7 @@ def _send(run_dir: Path, sink: MetricsSink, items: list[Item], syncer: Uploader)
     for journal, numbers in _by_journal([i.key for i in refused]).items():
         rows.settle(run_dir, journal, numbers, rejected=True)
     for _item, reason in outcome_.rejected:
-        syncer.rejected.setdefault("metrics rows", []).append(reason)
+        syncer.rejected.setdefault(METRICS, []).append(reason)
     if outcome_.retire or outcome_.retry:
         return f"metrics rows: {outcome_.retire or outcome_.retry_reason}"
     return None

@@ -12,13 +12,19 @@ several batches becomes several objects and no two rows share an id.
 After a transient failure the channel hands back the very same items: the sink resends
 the same object to the same key (or only the confirm, when the upload landed), so a
 replay never stores a step's rows twice. Needs pyarrow (``prime-runs[train]``).
+
+``prime-runs sync`` drives the same sink from the journal (``_sync/train_samples``): it
+continues the numbering it kept (``next_ranges``, ``first_range``) and hears of each
+object uploaded but not yet confirmed (``on_uploaded``), so a killed sync confirms that
+object again rather than sending a second one.
 """
 
 from __future__ import annotations
 
 import os
 import secrets
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import prime_runs._records.traintable as _table
@@ -57,6 +63,13 @@ def dispatch_step(record: Mapping[str, Any]) -> int | None:
     return step if isinstance(step, int) and not isinstance(step, bool) and step >= 0 else None
 
 
+def table_step(record: Mapping[str, Any], interval: int = STEP_INTERVAL) -> int | None:
+    """The step whose object an episode's row goes to: its dispatch step when that is on
+    the cadence, else None (the episode has no row in the table)."""
+    step = dispatch_step(record)
+    return None if step is None or step % interval else step
+
+
 def encode_step(
     episodes: Sequence[Mapping[str, Any]], run_id: str, step: int, first_id: int
 ) -> bytes | None:
@@ -70,11 +83,26 @@ def encode_step(
 class _Upload:
     """One step's object of one batch, kept across resends of the same items."""
 
-    def __init__(self, payload: bytes) -> None:
+    def __init__(self, payload: bytes, id_range: int) -> None:
         self.payload = payload
+        self.id_range = id_range
         self.url: str | None = None
         self.key: str | None = None
         self.uploaded = False
+
+
+@dataclass(frozen=True)
+class Uploaded:
+    """An object stored under ``s3_key`` but not yet confirmed: its step, the items whose
+    rows it holds, and the ``sample_id`` range it numbered them in."""
+
+    step: int
+    s3_key: str
+    items: tuple[Item, ...]
+    id_range: int
+
+
+UploadedHook = Callable[[Uploaded], None]
 
 
 class TrainSamplesSink:
@@ -83,12 +111,24 @@ class TrainSamplesSink:
     name = SINK_NAME
 
     def __init__(
-        self, platform: TrainingPlatform, run_id: str, *, interval: int = STEP_INTERVAL
+        self,
+        platform: TrainingPlatform,
+        run_id: str,
+        *,
+        interval: int = STEP_INTERVAL,
+        next_ranges: Mapping[int, int] | None = None,
+        first_range: int = 0,
+        on_uploaded: UploadedHook | None = None,
     ) -> None:
+        """``next_ranges``: per step, the next ``sample_id`` range to number in (steps not
+        named start at ``first_range``). ``on_uploaded``: told of each object between its
+        upload and its confirm; what it raises stops the export before the confirm."""
         self._platform = platform
         self._run_id = run_id
         self._interval = interval
-        self._ranges: dict[int, int] = {}
+        self._ranges: dict[int, int] = dict(next_ranges or {})
+        self._first_range = first_range
+        self._on_uploaded = on_uploaded
         self._pending: dict[tuple[int, ...], _Upload] = {}
         self._pid = os.getpid()
 
@@ -107,8 +147,8 @@ class TrainSamplesSink:
                 except ValueError as exc:
                     outcome.rejected.append((item, f"not JSON: {exc}"))
                     continue
-            step = dispatch_step(record) if isinstance(record, Mapping) else None
-            if item.kind != "episode" or step is None or step % self._interval:
+            step = table_step(record, self._interval) if isinstance(record, Mapping) else None
+            if item.kind != "episode" or step is None:
                 outcome.skipped.append(item)  # no row in this table: not a loss
                 continue
             found = by_step.setdefault(step, ([], []))
@@ -120,7 +160,7 @@ class TrainSamplesSink:
         if os.getpid() != self._pid:  # a forked child must not reuse the parent's ranges
             half = SAMPLE_ID_RANGES // 2
             return half + secrets.randbelow(half)
-        index = self._ranges.get(step, 0)
+        index = self._ranges.get(step, self._first_range)
         self._ranges[step] = index + 1
         return index
 
@@ -135,7 +175,7 @@ class TrainSamplesSink:
                 return outcome
             ident = tuple(i.ref if i.ref is not None else id(i) for i in group)
             try:
-                self._send(ident, step, records, deadline)
+                self._send(ident, step, group, records, deadline)
             except (ValidationRejectedError, ConflictError, ValueError, TypeError) as exc:
                 self._pending.pop(ident, None)
                 outcome.rejected.extend((i, f"sample object: {exc}") for i in group)
@@ -155,14 +195,21 @@ class TrainSamplesSink:
             outcome.acked.extend(group)
         return outcome
 
-    def _send(self, ident: tuple[int, ...], step: int, records: list, deadline: Deadline) -> None:
+    def _send(
+        self,
+        ident: tuple[int, ...],
+        step: int,
+        group: list[Item],
+        records: list,
+        deadline: Deadline,
+    ) -> None:
         upload = self._pending.get(ident)
         if upload is None:
-            first = self._next_range(step) * SAMPLE_ID_STRIDE
-            payload = encode_step(records, self._run_id, step, first)
+            id_range = self._next_range(step)
+            payload = encode_step(records, self._run_id, step, id_range * SAMPLE_ID_STRIDE)
             if payload is None:
                 return  # no sample with a trajectory: nothing to store
-            upload = self._pending[ident] = _Upload(payload)
+            upload = self._pending[ident] = _Upload(payload, id_range)
         if upload.key is None:
             upload.url, upload.key = self._platform.presign(self._run_id, step, deadline)
         if not upload.uploaded:
@@ -176,6 +223,9 @@ class TrainSamplesSink:
                     raise ValueError(f"the object store refused it: {exc}") from None
                 raise
             upload.uploaded = True
+        if self._on_uploaded is not None:
+            assert upload.key is not None
+            self._on_uploaded(Uploaded(step, upload.key, tuple(group), upload.id_range))
         self._platform.confirm(self._run_id, step, upload.key, deadline)
 
     def close(self) -> None:
