@@ -125,6 +125,40 @@ def test_records_reach_the_sink_once_and_in_order() -> None:
     delivery.close()
 
 
+def test_a_record_span_of_an_earlier_delivery_of_the_run_claims_nothing() -> None:
+    # An earlier join of the same run in this process may leave record spans queued; their
+    # handles count from 0 as this delivery's do, so by number they would name its records.
+    from opentelemetry.sdk.trace import ReadableSpan
+    from opentelemetry.trace import SpanContext, TraceFlags
+
+    from prime_runs import semconv
+    from prime_runs.exporters._exporter import RunRecordExporter
+
+    sink = ScriptedSink()
+    sink.gate = threading.Event()  # the live exports of this delivery wait
+    rec = Recorder()
+    delivery = _delivery(sink, rec)
+    for n in range(3):
+        delivery.hand(_rec(n))
+    stale = [
+        ReadableSpan(
+            name="record",
+            context=SpanContext(12345, ref + 1, False, TraceFlags(TraceFlags.SAMPLED)),
+            attributes={semconv.RUN_ID: "run-test", semconv.RECORD_REF: ref},
+        )
+        for ref in (2,)
+    ]
+    exporter = RunRecordExporter(("fake",), internal=True, timeout=1.0)
+    done = threading.Thread(target=exporter.export, args=(stale,))
+    done.start()
+    done.join(2)
+    sink.gate.set()
+    delivery.drain(time.monotonic() + 10)
+    sent = [i.record_id for b in sink.batches for i in b]
+    assert sent == ["r0", "r1", "r2"]  # each once, in order: r2 was not taken out of turn
+    delivery.close()
+
+
 def test_a_full_batch_processor_queue_loses_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("OTEL_BSP_MAX_QUEUE_SIZE", "4")
     sink = ScriptedSink()

@@ -164,6 +164,12 @@ class Delivery:
             )
             _pipeline.hand(span, processors)
 
+    def handed(self, trace_id: int) -> bool:
+        """Whether record spans of ``trace_id`` are this delivery's. A handle means nothing
+        to another delivery of the same run id: an earlier join of the run in this process
+        may have left spans in a queue, and their handles would name this one's records."""
+        return trace_id == self._trace_id
+
     def export(self, sink: str, refs: list[int], until: float) -> bool:
         """Deliver the records ``refs`` to ``sink`` (an exporter's ``export``), then the older
         ones the span queue dropped, until ``until`` (``time.monotonic()``); False when some

@@ -127,7 +127,8 @@ def _by_run(spans: Sequence[ReadableSpan]) -> tuple[dict[Any, list[int]], int]:
         ref = attrs.get(semconv.RECORD_REF)
         if isinstance(ref, int) and not isinstance(ref, bool):
             delivery = _registry.lookup(attrs.get(semconv.RUN_ID))
-            if delivery is not None:
+            context = span.context
+            if delivery is not None and context is not None and delivery.handed(context.trace_id):
                 groups.setdefault(delivery, []).append(ref)
             continue
         for origin in _raw_origins(span, attrs):
