@@ -7,6 +7,7 @@ from __future__ import annotations
 import gc
 import os
 import threading
+import time
 from collections.abc import Callable
 
 import prime_runs as pr
@@ -29,8 +30,17 @@ def _assert_a_hundred_cost_what_one_did(once: Callable[[int], None]) -> None:
     threads, fds = _settled()
     for i in range(ROUNDS):
         once(i)
+    # A short-lived helper (a close-out thread returning, a connection closing) may still
+    # be ending on a loaded machine: give the last rounds' a bounded moment.
+    deadline = time.monotonic() + 10
     after_threads, after_fds = _settled()
-    assert after_threads <= threads + SLACK, (threads, after_threads)
+    while (after_threads > threads + SLACK or after_fds > fds + SLACK) and (
+        time.monotonic() < deadline
+    ):
+        time.sleep(0.05)
+        after_threads, after_fds = _settled()
+    names = sorted(t.name for t in threading.enumerate())
+    assert after_threads <= threads + SLACK, (threads, after_threads, names)
     assert after_fds <= fds + SLACK, (fds, after_fds)
 
 
