@@ -219,8 +219,10 @@ class Delivery:
                 return True
             ok = True
             while True:
-                outcome = channel.deliver(items, until)
-                ok = ok and not outcome.unsent
+                ok = not channel.deliver(items, until).unsent and ok
+                # Let this batch (and its outcome) go before the next claim reads records
+                # back: a sink holds one claim's records, not two.
+                items = []
                 if time.monotonic() >= until:
                     return False  # out of time: what is left stays owed
                 items = claim()
@@ -320,6 +322,7 @@ class Delivery:
                 )
                 if items or channel.held():
                     channel.deliver(items, until)
+                    del items  # not held through the next claim's read-back
                     continue
             finally:
                 turn.release()

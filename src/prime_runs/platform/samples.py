@@ -16,6 +16,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+import prime_runs.platform._bodies as _bodies
 from prime_runs.errors import (
     APIError,
     ConflictError,
@@ -144,14 +145,7 @@ class SampleWriter:
         for _ in range(MAX_RESENDS):
             ids = [sid for sid, _ in pending]
             try:
-                self._client.request(
-                    "POST",
-                    self._path,
-                    content=body_of(pending),
-                    idempotent=False,
-                    timeout=APPEND_TIMEOUT,
-                    deadline=deadline,
-                )
+                self._post(pending, deadline)
             except (ValidationRejectedError, ConflictError) as error:
                 result._fail(ids, str(error), error)
                 result.rejected = True
@@ -191,6 +185,19 @@ class SampleWriter:
             return
         result._fail([sid for sid, _ in pending], str(last_error), last_error)
         result.transient = True
+
+    def _post(self, batch: list[Row], deadline: Deadline | None) -> None:
+        try:
+            self._client.request(
+                "POST",
+                self._path,
+                content=body_of(batch),
+                idempotent=False,
+                timeout=APPEND_TIMEOUT,
+                deadline=deadline,
+            )
+        finally:
+            _bodies.sent(ENVELOPE_BYTES + sum(len(row) + 1 for _, row in batch))
 
     def missing(self, ids: Sequence[str], deadline: Deadline | None) -> set[str]:
         """Which of ``ids`` the platform does not hold, reading pages only as needed."""

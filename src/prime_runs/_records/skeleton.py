@@ -1,0 +1,140 @@
+"""A large record read without its long strings: a bounded decode (issue 20).
+
+A 20 MB record is nearly always one or a few long strings (a model's output, an image as
+base64) in a small structure. Decoding it whole costs several times its size (the standard
+library first makes a ``str`` of the whole document, four bytes a character when one
+character needs it), and a sink needs only the structure: the ledger its kind, id and
+members, the sample row its summary fields, with the long strings written back as the bytes
+they already are. :func:`skeleton` decodes the record with every long string literal
+replaced by a short slot string; :func:`splice` writes slots back as the original literals.
+
+Only the slots' *values* differ from the record's: a slot stands for a string of at least
+``LONG_STRING`` bytes, which no field a sink reads as a value (an id, a name, a number)
+holds, and callers fall back to a whole decode when one does (:func:`is_slot`).
+"""
+
+from __future__ import annotations
+
+import codecs
+import re
+import uuid
+from collections.abc import Callable, Sequence
+from typing import Any, NamedTuple
+
+from prime_runs._records.jsonio import decode_record
+
+__all__ = [
+    "LONG_STRING",
+    "Skeleton",
+    "is_slot",
+    "literal_of",
+    "outline",
+    "skeleton",
+    "slot",
+    "splice",
+]
+
+#: String literals at least this long (quotes included) are left out of a skeleton.
+LONG_STRING = 64 * 1024
+
+# Random per process, so a record cannot hold a slot by accident (checked all the same).
+SLOT_PREFIX = f"prime-runs:slot:{uuid.uuid4().hex}:"
+_PREFIX = SLOT_PREFIX.encode()
+SLOT_PATTERN = re.compile(b'"' + re.escape(_PREFIX) + rb'(\d+)"')
+# JSON outside strings holds no '"', so matching from the start yields exactly the literals.
+_STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
+# What a whole decode would refuse inside a string: a control byte, an unknown or short
+# escape, a UTF-16 surrogate escape (paired or not: the whole decode judges those).
+_REFUSED = re.compile(rb'[\x00-\x1f]|\\(?:[^"\\/bfnrtu]|u(?![0-9a-fA-F]{4})|u[dD][89a-fA-F])')
+_CHECK_CHUNK = 1024 * 1024  # UTF-8 is checked a chunk at a time: no str of the whole
+
+
+class Skeleton(NamedTuple):
+    """``value``: the record with slot ``n`` in place of long string ``n``; ``literals``:
+    each long string's JSON literal, quotes included, as a view of the record's bytes."""
+
+    value: Any
+    literals: list[memoryview]
+
+
+def slot(number: int) -> str:
+    return f"{SLOT_PREFIX}{number}"
+
+
+def is_slot(value: Any) -> bool:
+    return isinstance(value, str) and value.startswith(SLOT_PREFIX)
+
+
+def skeleton(data: bytes, *, exact: bool = False) -> Skeleton | None:
+    """``data`` decoded with its long strings as slots, or None when it has none or a long
+    string a whole decode would refuse or read otherwise (the caller decodes it whole).
+    Raises ``ValueError`` like :func:`decode_record` for what the rest does not decode."""
+    found = outline(data)
+    if found is None:
+        return None
+    small, literals = found
+    return Skeleton(decode_record(small, exact=exact), literals)
+
+
+def outline(data: bytes) -> tuple[bytes, list[memoryview]] | None:
+    """``data`` with slots for its long strings, and the long strings' literals; None as
+    for :func:`skeleton`."""
+    if _PREFIX in data:
+        return None
+    view = memoryview(data)
+    pieces: list[bytes | memoryview] = []
+    literals: list[memoryview] = []
+    last = 0
+    for match in _STRING.finditer(data):
+        start, end = match.span()
+        if end - start < LONG_STRING:
+            continue
+        literal = view[start:end]
+        if not _plain(literal):
+            return None
+        pieces += (view[last:start], b'"' + slot(len(literals)).encode() + b'"')
+        literals.append(literal)
+        last = end
+    if not literals:
+        return None
+    pieces.append(view[last:])
+    return b"".join(pieces), literals
+
+
+def _plain(literal: memoryview) -> bool:
+    """A literal a whole decode reads as is: no refused byte or escape, valid UTF-8."""
+    if _REFUSED.search(literal):
+        return False
+    decoder = codecs.getincrementaldecoder("utf-8")()
+    try:
+        for at in range(0, len(literal), _CHECK_CHUNK):
+            decoder.decode(literal[at : at + _CHECK_CHUNK])
+        decoder.decode(b"", final=True)
+    except UnicodeDecodeError:
+        return False
+    return True
+
+
+Part = bytes | memoryview
+
+
+def splice(encoded: bytes, piece: Callable[[int], Part | list[Part] | None]) -> list[Part] | None:
+    """``encoded`` cut at its slots, each replaced by ``piece(number)`` (parts of it, or None
+    for a slot it does not know: the whole splice fails). Join the parts once."""
+    parts = SLOT_PATTERN.split(encoded)
+    out: list[Part] = [parts[0]]
+    for number, text in zip(parts[1::2], parts[2::2], strict=True):
+        found = piece(int(number))
+        if found is None:
+            return None
+        if isinstance(found, list):
+            out += found
+        else:
+            out.append(found)
+        out.append(text)
+    return out
+
+
+def literal_of(literals: Sequence[memoryview]) -> Callable[[int], memoryview | None]:
+    """A :func:`splice` lookup for a skeleton's long strings."""
+    return lambda number: literals[number] if 0 <= number < len(literals) else None
