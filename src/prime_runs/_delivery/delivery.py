@@ -120,12 +120,9 @@ class Delivery:
                 self.ledger.abandon(name)  # a sink the registration did not give
         if self.channels:
             _registry.register(self.run_id, self)
-            try:
-                self._processors = {name: _pipeline.processor(name) for name in self.channels}
-            except RuntimeError:
-                # Interpreter shutdown (Python 3.12+ starts no thread in exit hooks): no
-                # live path; finish() delivers the records from the ledger on its thread.
-                self._processors = {}
+            # None at interpreter shutdown: no live path, finish() delivers from the ledger.
+            found = {name: _pipeline.processor(name) for name in self.channels}
+            self._processors = {name: p for name, p in found.items() if p is not None}
         self._expected = ()
         self._attached.set()
         if expected:
