@@ -70,3 +70,24 @@ def test_a_long_id_is_read_whole(episodes: list[dict[str, Any]]):
     assert head is not None and head["id"] == record["id"]
     rows = _rows(data)
     assert rows == build_samples([json.loads(data)]) and rows[0]["sample_id"] == record["id"]
+
+
+def test_a_gzip_body_from_parts_is_the_joined_lines_and_the_same_each_time():
+    import gzip
+
+    from prime_runs.platform._traces import compress_body
+
+    lines = [b'{"id":"a"}', b"\n", b"x" * (3 * 1024 * 1024), b"\n", b'{"id":"b"}', b"\n"]
+    body = compress_body(lines, 1)
+    assert gzip.decompress(body) == b"".join(lines)
+    assert compress_body(lines, 1) == body  # a retry resends identical bytes
+
+
+def test_a_sample_body_joins_spliced_rows_once():
+    from prime_runs._records.skeleton import Spliced
+    from prime_runs.platform.samples import body_of
+
+    view = memoryview(b'xx{"a":1}yy')[2:9]
+    rows = [("a", Spliced([b'{"r":', view, b"}"])), ("b", b'{"s":2}')]
+    assert len(rows[0][1]) == len(b'{"r":{"a":1}}')
+    assert json.loads(body_of(rows)) == {"samples": [{"r": {"a": 1}}, {"s": 2}]}

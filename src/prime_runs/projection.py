@@ -237,6 +237,25 @@ def project_episode_bytes(
     record: Mapping[str, Any] | None = None,
     exact: bool = False,
 ) -> list[bytes]:
+    """See :func:`project_episode_parts`; each row joined into one ``bytes``."""
+    rows = project_episode_parts(
+        episode_bytes,
+        rollout_counters,
+        max_request_bytes=max_request_bytes,
+        record=record,
+        exact=exact,
+    )
+    return [bytes(row) for row in rows]
+
+
+def project_episode_parts(
+    episode_bytes: bytes,
+    rollout_counters: dict[Any, int],
+    *,
+    max_request_bytes: int = MAX_REQUEST_BYTES,
+    record: Mapping[str, Any] | None = None,
+    exact: bool = False,
+) -> list[bytes | _skeleton.Spliced]:
     """Project one already-encoded record to encoded v0 rows, encoding the episode only once.
 
     ``episode_bytes`` is the record as compact strict JSON (see :func:`encode_json`). The rows
@@ -251,6 +270,10 @@ def project_episode_bytes(
     and nobody changes it meanwhile (bytes with NaN/Infinity literals must not come with one).
     ``exact``: the bytes hold no integer beyond 64 bits (orjson wrote them), so the decode
     skips the scan for one.
+
+    The summary row comes back as its parts (``_records.skeleton.Spliced``: ``len()`` is its
+    size, ``bytes()`` joins it), the episode's bytes among them, so a request body is the
+    only joined copy; :func:`project_episode_bytes` joins each row.
     """
     saw_nonfinite = False
 
@@ -278,7 +301,7 @@ def project_episode_bytes(
         return []
     source = _v0rows.Source(record, traces, _records.summary_trace_index(traces), record, False)
     number = _v0rows.next_number(rollout_counters, traces[source.index])
-    encoded = None
+    encoded: bytes | _skeleton.Spliced | None = None
     if not saw_nonfinite:  # otherwise the bytes are not strict JSON and cannot be reused
         encoded = _spliced_row(source, number, bytes(episode_bytes), literals)
     if encoded is None and literals:  # the plain path needs the whole record
@@ -322,7 +345,7 @@ def _outlined(data: bytes, exact: bool) -> tuple[Mapping[str, Any], list[memoryv
 
 def _spliced_row(
     source: _v0rows.Source, number: int, episode_bytes: bytes, literals: list[memoryview]
-) -> bytes | None:
+) -> _skeleton.Spliced | None:
     """The summary row encoded around slots for its large values, which are then spliced in
     (and a skeleton's long strings, ``literals``); ``None`` if a slot did not come out
     exactly once (the caller encodes the plain row)."""
@@ -354,4 +377,4 @@ def _spliced_row(
     out = _skeleton.splice(encode_record(row), piece_of)  # non-finite numbers as null too
     if out is None or sorted(seen) != list(range(len(pieces))):
         return None
-    return b"".join(out)
+    return _skeleton.Spliced(out)

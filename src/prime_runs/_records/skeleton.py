@@ -26,6 +26,7 @@ from prime_runs._records.jsonio import decode_record
 __all__ = [
     "LONG_STRING",
     "Skeleton",
+    "Spliced",
     "is_slot",
     "literal_of",
     "outline",
@@ -133,6 +134,24 @@ def splice(encoded: bytes, piece: Callable[[int], Part | list[Part] | None]) -> 
             out.append(found)
         out.append(text)
     return out
+
+
+class Spliced:
+    """An encoded value kept as the parts :func:`splice` gave (views of a record's bytes
+    among them), joined only where it is sent: a row of a 20 MB record then costs a body,
+    not a row and a body. ``len()`` is its encoded size; ``bytes()`` joins it."""
+
+    __slots__ = ("parts", "size")
+
+    def __init__(self, parts: list[Part]) -> None:
+        self.parts = parts
+        self.size = sum(map(len, parts))
+
+    def __len__(self) -> int:
+        return self.size
+
+    def __bytes__(self) -> bytes:
+        return b"".join(self.parts)
 
 
 def literal_of(literals: Sequence[memoryview]) -> Callable[[int], memoryview | None]:

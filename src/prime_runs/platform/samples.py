@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import prime_runs.platform._bodies as _bodies
+from prime_runs._records.skeleton import Spliced
 from prime_runs.errors import (
     APIError,
     ConflictError,
@@ -40,7 +41,8 @@ _HEAD = b'{"samples":['
 _TAIL = b"]}"
 ENVELOPE_BYTES = len(_HEAD) + len(_TAIL)  # 14
 
-Row = tuple[str, bytes]
+# An encoded row: bytes, or the parts it was spliced from (joined only into the body).
+Row = tuple[str, bytes | Spliced]
 
 
 @dataclass
@@ -99,9 +101,13 @@ def body_of(batch: Sequence[Row]) -> bytes:
     if not batch:
         return _HEAD + _TAIL
     # One allocation: a body is megabytes, and every extra copy costs page faults too.
-    parts = [b","] * (2 * len(batch) + 1)
-    parts[1::2] = [data for _, data in batch]
-    parts[0] = _HEAD
+    parts: list[bytes | memoryview] = [_HEAD]
+    for _, data in batch:
+        if isinstance(data, Spliced):
+            parts += data.parts
+        else:
+            parts.append(data)
+        parts.append(b",")
     parts[-1] = _TAIL
     return b"".join(parts)
 
