@@ -18,7 +18,7 @@ from __future__ import annotations
 import codecs
 import re
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any, NamedTuple
 
 from prime_runs._records.jsonio import decode_record
@@ -42,12 +42,12 @@ LONG_STRING = 64 * 1024
 SLOT_PREFIX = f"prime-runs:slot:{uuid.uuid4().hex}:"
 _PREFIX = SLOT_PREFIX.encode()
 SLOT_PATTERN = re.compile(b'"' + re.escape(_PREFIX) + rb'(\d+)"')
-# JSON outside strings holds no '"', so matching from the start yields exactly the literals.
-_STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
-# What a whole decode would refuse inside a string: a control byte, an unknown or short
-# escape, a UTF-16 surrogate escape (paired or not: the whole decode judges those).
-_REFUSED = re.compile(rb'[\x00-\x1f]|\\(?:[^"\\/bfnrtu]|u(?![0-9a-fA-F]{4})|u[dD][89a-fA-F])')
-_CHECK_CHUNK = 1024 * 1024  # UTF-8 is checked a chunk at a time: no str of the whole
+# What a whole decode would refuse inside a string: an unknown or short escape, a UTF-16
+# surrogate escape (paired or not: the whole decode judges those), a control byte. Two
+# checks: a pattern starting with a backslash is searched fast, an alternation is not.
+_REFUSED_ESCAPE = re.compile(rb'\\(?:[^"\\/bfnrtu]|u(?![0-9a-fA-F]{4})|u[dD][89a-fA-F])')
+_CONTROL = bytes(range(0x20))
+_CHECK_CHUNK = 1024 * 1024  # checked a chunk at a time: no copy or str of the whole
 
 
 class Skeleton(NamedTuple):
@@ -86,8 +86,7 @@ def outline(data: bytes) -> tuple[bytes, list[memoryview]] | None:
     pieces: list[bytes | memoryview] = []
     literals: list[memoryview] = []
     last = 0
-    for match in _STRING.finditer(data):
-        start, end = match.span()
+    for start, end in _literals(data):
         if end - start < LONG_STRING:
             continue
         literal = view[start:end]
@@ -102,14 +101,41 @@ def outline(data: bytes) -> tuple[bytes, list[memoryview]] | None:
     return b"".join(pieces), literals
 
 
+def _literals(data: bytes) -> Iterator[tuple[int, int]]:
+    """Where each string literal of ``data`` starts and ends (quotes included). JSON outside
+    strings holds no '"', so the quotes found from the start pair up; ``find`` runs at the
+    speed of memory, where a pattern would step through a long string a byte at a time."""
+    find = data.find
+    start = find(b'"')
+    while start >= 0:
+        end = find(b'"', start + 1)
+        while end > 0 and _escaped(data, end):
+            end = find(b'"', end + 1)
+        if end < 0:
+            return  # unterminated: the decode reports it
+        yield start, end + 1
+        start = find(b'"', end + 1)
+
+
+def _escaped(data: bytes, quote: int) -> bool:
+    """The quote at ``quote`` follows an odd number of backslashes."""
+    at = quote - 1
+    while data[at] == 0x5C:
+        at -= 1
+    return (quote - 1 - at) % 2 == 1
+
+
 def _plain(literal: memoryview) -> bool:
     """A literal a whole decode reads as is: no refused byte or escape, valid UTF-8."""
-    if _REFUSED.search(literal):
+    if _REFUSED_ESCAPE.search(literal):
         return False
     decoder = codecs.getincrementaldecoder("utf-8")()
     try:
         for at in range(0, len(literal), _CHECK_CHUNK):
-            decoder.decode(literal[at : at + _CHECK_CHUNK])
+            chunk = literal[at : at + _CHECK_CHUNK].tobytes()
+            if len(chunk.translate(None, _CONTROL)) != len(chunk):
+                return False
+            decoder.decode(chunk)
         decoder.decode(b"", final=True)
     except UnicodeDecodeError:
         return False
