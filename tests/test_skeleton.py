@@ -91,3 +91,16 @@ def test_a_sample_body_joins_spliced_rows_once():
     rows = [("a", Spliced([b'{"r":', view, b"}"])), ("b", b'{"s":2}')]
     assert len(rows[0][1]) == len(b'{"r":{"a":1}}')
     assert json.loads(body_of(rows)) == {"samples": [{"r": {"a": 1}}, {"s": 2}]}
+
+
+def test_a_large_record_split_into_rows_per_trace_is_the_whole_decodes(
+    episodes: list[dict[str, Any]],
+):
+    record = copy.deepcopy(episodes[0])
+    for trace in record["traces"]:
+        trace["nodes"][-1]["message"]["content"] = "é" + "x" * LONG
+    data = encode_record(record)
+    limit = len(data)  # the summary row carries the episode and more: one row per trace
+    rows = project_episode_bytes(data, {}, max_request_bytes=limit)
+    whole = project_episode_bytes(data, {}, max_request_bytes=limit, record=json.loads(data))
+    assert len(rows) == len(record["traces"]) and rows == whole

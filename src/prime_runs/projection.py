@@ -337,6 +337,8 @@ def _outlined(data: bytes, exact: bool) -> tuple[Mapping[str, Any], list[memoryv
     traces = record.get("traces")
     if _skeleton.is_slot(record.get("id")) or not isinstance(traces, list) or not traces:
         return None
+    if not all(isinstance(trace, Mapping) for trace in traces):
+        return None  # whatever a whole decode makes of it, the same
     summary = traces[_records.summary_trace_index(traces)]
     if any(_skeleton.is_slot(v) for v in (_records.example_idx(summary), summary.get("id"))):
         return None

@@ -95,6 +95,8 @@ class UploadClient(TracesAPIClient):
         if not isinstance(body, bytes) and not compress:
             body = b"".join(body)
         compressed = compress_body(body, level) if compress else None
+        # Compressed, the helper sends the gzip member alone: the lines may stay unjoined
+        # (tests/test_traces_private_api.py holds prime-traces to that).
         files = self._multipart_files(
             body, schema_version=schema_version, context=context, compressed=compressed
         )
