@@ -19,7 +19,6 @@ from typing import TYPE_CHECKING
 
 import httpx
 
-import prime_runs.platform._bodies as _bodies
 import prime_runs.platform.retry as retry
 from prime_runs._otel_private import suppress_instrumentation
 from prime_runs._records.item import Deadline, Item, Outcome, as_deadline
@@ -212,8 +211,6 @@ class TracesSink:
             # Unexpected and local: count it as transient, so the channel's failure
             # streak bounds how often it can recur.
             return self._pt.TransportError(f"{type(exc).__name__}: {exc}")
-        finally:
-            _bodies.sent(sum(map(len, body)))
 
     def close(self) -> None:
         if self._client is not None:

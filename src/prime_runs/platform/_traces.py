@@ -26,6 +26,8 @@ import httpx
 from prime_traces import LineFormat, TracesAPIClient
 from prime_traces import exceptions as pt_errors
 
+import prime_runs.platform._bodies as _bodies
+
 _GZIP_WBITS = 31  # a gzip member (header and trailer), not a zlib stream
 _CHUNK = 1024 * 1024  # small parts are compressed this many bytes at a time
 
@@ -109,6 +111,9 @@ class UploadClient(TracesAPIClient):
             )
         except Exception as exc:
             raise self._wrap_transport_errors(exc) from exc
+        finally:
+            # What httpx held is the body sent: the gzip member, or the joined lines.
+            _bodies.sent(len(compressed if compressed is not None else body))
         return self._upload_result(response)
 
 
