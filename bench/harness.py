@@ -208,11 +208,14 @@ def run_child(
     log_dir.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="prime-runs-bench-") as tmp:
         home = Path(tmp)
+        # This checkout's source, whatever the interpreter has installed (a worktree's
+        # bench must measure the worktree).
+        own = {} if INTERPRETER[side] == "peer" else {"PYTHONPATH": str(ROOT / "src")}
         if side in NETWORKED:
             from prime_runs.testing import StandInPlatform
 
             with StandInPlatform() as stand_in, _no_gc_pauses():
-                env = child_env(home, stand_in.env())
+                env = child_env(home, {**stand_in.env(), **own})
                 # The harness idles while the child runs: its CPU is the stand-in's.
                 cpu0 = time.process_time()
                 result = _drive(command, args, env, stand_in, log_dir)
@@ -224,7 +227,7 @@ def run_child(
                 else:
                     result["platform"] = platform_counts(stand_in, result.get("run_id"))
         else:
-            result = _drive(command, args, child_env(home, {}), None, log_dir)
+            result = _drive(command, args, child_env(home, own), None, log_dir)
     return result
 
 

@@ -23,7 +23,7 @@ RECORD_BYTES = 4 * 1024 * 1024
 BUDGET = 160 * 1024 * 1024
 
 
-def _producer(data: Path) -> str:
+def _producer(data: Path, records: int = RECORDS, size: int = RECORD_BYTES) -> str:
     return textwrap.dedent(
         f"""
         import copy, json, os, sys, threading, time, tracemalloc
@@ -37,13 +37,13 @@ def _producer(data: Path) -> str:
 
         template = json.load(open({str(data)!r}))
         run = pr.init(name="big", environments=["gsm8k"], model="m", framework="f")
-        for i in range({RECORDS}):
+        for i in range({records}):
             record = copy.deepcopy(template)
             record["id"] = f"big-{{i}}"
             for n, member in enumerate(record["traces"]):
                 member["id"] = f"big-{{i}}-{{n}}"
             record["traces"][0]["completion"] = [
-                {{"role": "assistant", "content": str(i % 10) * {RECORD_BYTES}}}
+                {{"role": "assistant", "content": str(i % 10) * {size}}}
             ]
             run.log_episodes(record)
             del record
@@ -68,15 +68,15 @@ def _producer(data: Path) -> str:
     )
 
 
-def test_finish_after_a_stall_reads_the_journal_back_within_a_byte_budget(
-    prime_env: StandInPlatform, episodes: list[dict[str, Any]], tmp_path: Path
-) -> None:
+def _finish_after_stall(
+    prime_env: StandInPlatform, template: dict[str, Any], tmp_path: Path, records: int, size: int
+) -> dict[str, Any]:
     data = tmp_path / "template.json"
-    data.write_text(json.dumps(episodes[0]))
+    data.write_text(json.dumps(template))
     # Traces uploads wait: the run's records pile up in its journal, past the ledger's bound.
     prime_env.stall("traces_upload", 600)
     producer = subprocess.Popen(
-        [sys.executable, "-c", _producer(data)],
+        [sys.executable, "-c", _producer(data, records, size)],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         text=True,
@@ -90,10 +90,39 @@ def test_finish_after_a_stall_reads_the_journal_back_within_a_byte_budget(
         if producer.poll() is None:
             producer.kill()
             producer.communicate(timeout=30)
-    result = json.loads(out.strip().splitlines()[-1])
+    return json.loads(out.strip().splitlines()[-1])
 
+
+def test_finish_after_a_stall_reads_the_journal_back_within_a_byte_budget(
+    prime_env: StandInPlatform, episodes: list[dict[str, Any]], tmp_path: Path
+) -> None:
+    result = _finish_after_stall(prime_env, episodes[0], tmp_path, RECORDS, RECORD_BYTES)
     assert result["acked"] == {"traces": RECORDS, "eval_samples": RECORDS}
     # What finish() allocated at its peak (Python's own count: the process's RSS also keeps
     # whatever the C allocator has not handed back to the system).
     held = result["held_peak"]
     assert held <= BUDGET, f"finish() held {held / 2**20:.0f} MiB at its peak"
+
+
+LARGE_RECORDS = 8
+LARGE_BYTES = 19 * 1024 * 1024
+# Per sink one claim (here one record) at a time: the sinks hold a record each, the sample
+# sink one request body (its row is kept as parts of the record's bytes, built from the
+# record's structure with its long strings spliced in, not decoded), the traces sink a small
+# gzip body (hashed and compressed from the lines, never joined). About four records and a
+# half with the transport's buffer; seven leave room for noise. Before: 11 to 20 records (a
+# whole decode at six times the record, rows and bodies joined, and finished requests'
+# bodies kept alive by httpx's reference cycles until a garbage collection).
+LARGE_BUDGET = 7 * LARGE_BYTES
+
+
+def test_records_of_many_megabytes_cost_a_few_records_at_finish(
+    prime_env: StandInPlatform, episodes: list[dict[str, Any]], tmp_path: Path
+) -> None:
+    # episodes[0] holds non-ASCII text: a whole decode would make a str of four bytes a
+    # character of the whole 19 MiB line.
+    result = _finish_after_stall(prime_env, episodes[0], tmp_path, LARGE_RECORDS, LARGE_BYTES)
+
+    assert result["acked"] == {"traces": LARGE_RECORDS, "eval_samples": LARGE_RECORDS}
+    held = result["held_peak"]
+    assert held <= LARGE_BUDGET, f"finish() held {held / LARGE_BYTES:.1f} records at its peak"

@@ -72,3 +72,16 @@ def test_the_dependency_is_bounded_to_the_installed_release() -> None:
         f"installed prime-traces {installed} is outside {found['spec']!r}: run the tests "
         "against it and move the bound"
     )
+
+
+def test_the_multipart_parts_do_not_read_the_body_when_it_is_compressed() -> None:
+    # upload_batch hands the lines over unjoined when it compresses (the body is hashed and
+    # gzipped from them, never joined): the helper must take the gzip member alone.
+    client = pt_client.TracesAPIClient(api_key="k", base_url="http://127.0.0.1:9")
+    try:
+        files = client._multipart_files(
+            [b"unjoined", b"\n"], schema_version=1, context=None, compressed=b"gzip member"
+        )
+    finally:
+        client.close()
+    assert files["traces"][1] == b"gzip member"

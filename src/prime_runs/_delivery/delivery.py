@@ -120,12 +120,9 @@ class Delivery:
                 self.ledger.abandon(name)  # a sink the registration did not give
         if self.channels:
             _registry.register(self.run_id, self)
-            try:
-                self._processors = {name: _pipeline.processor(name) for name in self.channels}
-            except RuntimeError:
-                # Interpreter shutdown (Python 3.12+ starts no thread in exit hooks): no
-                # live path; finish() delivers the records from the ledger on its thread.
-                self._processors = {}
+            # None at interpreter shutdown: no live path, finish() delivers from the ledger.
+            found = {name: _pipeline.processor(name) for name in self.channels}
+            self._processors = {name: p for name, p in found.items() if p is not None}
         self._expected = ()
         self._attached.set()
         if expected:
@@ -225,8 +222,10 @@ class Delivery:
                 return True
             ok = True
             while True:
-                outcome = channel.deliver(items, until)
-                ok = ok and not outcome.unsent
+                ok = not channel.deliver(items, until).unsent and ok
+                # Let this batch (and its outcome) go before the next claim reads records
+                # back: a sink holds one claim's records, not two.
+                items = []
                 if time.monotonic() >= until:
                     return False  # out of time: what is left stays owed
                 items = claim()
@@ -326,6 +325,7 @@ class Delivery:
                 )
                 if items or channel.held():
                     channel.deliver(items, until)
+                    del items  # not held through the next claim's read-back
                     continue
             finally:
                 turn.release()

@@ -79,8 +79,11 @@ _lock = threading.Lock()
 _processors: dict[tuple[str, tuple[tuple[str, int], ...]], BatchSpanProcessor] = {}
 
 
-def processor(sink: str) -> BatchSpanProcessor:
-    """The process's processor for ``sink`` under the current ``OTEL_BSP_*`` settings."""
+def processor(sink: str) -> BatchSpanProcessor | None:
+    """The process's processor for ``sink`` under the current ``OTEL_BSP_*`` settings; None
+    at interpreter shutdown (Python 3.12+ starts no thread in exit hooks, and a processor is
+    a thread): there is no live path then, and the caller's records wait in its ledger for
+    ``finish()``, which delivers them on its own thread."""
     settings = batch_settings()
     key = (sink, tuple(sorted(settings.items())))
     with _lock:
@@ -89,7 +92,11 @@ def processor(sink: str) -> BatchSpanProcessor:
             # The public exporters import the core: a deferred import keeps the core first.
             from prime_runs.exporters._exporter import exporter_for
 
-            found = _processors[key] = BatchSpanProcessor(exporter_for(sink), **settings)
+            try:
+                found = BatchSpanProcessor(exporter_for(sink), **settings)
+            except RuntimeError:
+                return None
+            _processors[key] = found
         return found
 
 

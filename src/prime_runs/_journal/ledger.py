@@ -27,7 +27,7 @@ from collections.abc import Iterable, Sequence
 from prime_runs._journal.archive import RecordKey, RunArchive
 from prime_runs._records.encode import kind_of, record_id, traces_problem
 from prime_runs._records.item import Item
-from prime_runs._records.lines import parse_record
+from prime_runs._records.lines import parse_head
 
 logger = logging.getLogger("prime_runs")
 
@@ -370,7 +370,7 @@ class Ledger:
 
 def _recovered(data: bytes, key: RecordKey, ref: int, exact: bool) -> Item:
     """A record read back from the journal, with what was found at log time found again."""
-    record, _problem = parse_record(data, exact=exact)
+    record, _problem = parse_head(data, exact=exact)  # its long strings are not needed
     if record is None:
         return Item("trace", data, key, None, None, None, ref)  # the sink rejects it
     kind = kind_of(record)

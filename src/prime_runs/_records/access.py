@@ -19,6 +19,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, NamedTuple
 
+from prime_runs._records.jsonio import map_changed
+
 # stop_condition values that mean a framework cap cut the rollout short.
 _TRUNCATING_STOPS = frozenset(
     {"max_turns", "max_input_tokens", "max_output_tokens", "max_total_tokens", "compaction_failed"}
@@ -235,12 +237,5 @@ def drop_nulls(value: Any) -> Any:
                     copied[key] = clean
         return value if copied is None else copied
     if isinstance(value, list):
-        items: list[Any] | None = None
-        for index, item in enumerate(value):
-            clean = drop_nulls(item)
-            if clean is not item:
-                if items is None:
-                    items = list(value)
-                items[index] = clean
-        return value if items is None else items
+        return map_changed(value, drop_nulls)
     return value

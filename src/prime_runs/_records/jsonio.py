@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 import math
 import threading
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import orjson
@@ -30,6 +31,7 @@ __all__ = [
     "encode_record",
     "encode_record_marked",
     "is_nonfinite_error",
+    "map_changed",
     "may_hold_long_int",
     "sanitize_nonfinite",
 ]
@@ -72,15 +74,21 @@ def sanitize_nonfinite(value: Any) -> Any:
                 copied[key] = clean
         return value if copied is None else copied
     if isinstance(value, (list, tuple)):
-        items: list[Any] | None = None
-        for index, item in enumerate(value):
-            clean = sanitize_nonfinite(item)
-            if clean is not item:
-                if items is None:
-                    items = list(value)
-                items[index] = clean
-        return value if items is None else items
+        return map_changed(value, sanitize_nonfinite)
     return value
+
+
+def map_changed(items: Sequence[Any], clean: Callable[[Any], Any]) -> Any:
+    """``items`` with ``clean`` applied to each: a list copied only when ``clean`` gave some
+    item back as another object, else ``items`` itself (a walk that copies on change)."""
+    copied: list[Any] | None = None
+    for index, item in enumerate(items):
+        new = clean(item)
+        if new is not item:
+            if copied is None:
+                copied = list(items)
+            copied[index] = new
+    return items if copied is None else copied
 
 
 def encode_json_lenient(value: Any) -> tuple[bytes, bool]:

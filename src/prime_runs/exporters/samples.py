@@ -19,10 +19,11 @@ from collections import deque
 from typing import Any
 
 from prime_runs._records.item import Deadline, Item, Outcome, as_deadline
+from prime_runs._records.skeleton import Spliced
 from prime_runs.errors import APIError, ValidationRejectedError
 from prime_runs.platform._http import PlatformClient, is_ambiguous
 from prime_runs.platform.samples import BODY_LIMIT, ENVELOPE_BYTES, SampleWriter
-from prime_runs.projection import project_episode_bytes
+from prime_runs.projection import project_episode_parts
 
 logger = logging.getLogger("prime_runs")
 
@@ -33,7 +34,7 @@ SINK_NAME = "eval_samples"
 # costs about 22; a platform that refuses every row must not cost thousands.
 SPLIT_BUDGET = 64
 
-Row = tuple[str, bytes]
+Row = tuple[str, bytes | Spliced]
 
 
 class _Rows:
@@ -74,7 +75,7 @@ class SamplesSink:
     # -- projection ----------------------------------------------------------------
 
     def _project(self, item: Item) -> list[Row]:
-        rows = project_episode_bytes(
+        rows = project_episode_parts(
             item.data,
             self._counters,
             max_request_bytes=self._limit,
@@ -83,7 +84,7 @@ class SamplesSink:
         )
         if len(rows) == 1 and item.kind == "episode" and item.record_id is not None:
             return [(item.record_id, rows[0])]  # the summary row is keyed by the episode id
-        return [(str(json.loads(row).get("sample_id")), row) for row in rows]
+        return [(str(json.loads(bytes(row)).get("sample_id")), row) for row in rows]
 
     def _pending(self, item: Item) -> _Rows | None:
         """The item's rows still to send (projected now, or kept from an earlier try)."""

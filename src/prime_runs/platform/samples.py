@@ -16,6 +16,8 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+import prime_runs.platform._bodies as _bodies
+from prime_runs._records.skeleton import Spliced
 from prime_runs.errors import (
     APIError,
     ConflictError,
@@ -39,7 +41,8 @@ _HEAD = b'{"samples":['
 _TAIL = b"]}"
 ENVELOPE_BYTES = len(_HEAD) + len(_TAIL)  # 14
 
-Row = tuple[str, bytes]
+# An encoded row: bytes, or the parts it was spliced from (joined only into the body).
+Row = tuple[str, bytes | Spliced]
 
 
 @dataclass
@@ -98,9 +101,13 @@ def body_of(batch: Sequence[Row]) -> bytes:
     if not batch:
         return _HEAD + _TAIL
     # One allocation: a body is megabytes, and every extra copy costs page faults too.
-    parts = [b","] * (2 * len(batch) + 1)
-    parts[1::2] = [data for _, data in batch]
-    parts[0] = _HEAD
+    parts: list[bytes | memoryview] = [_HEAD]
+    for _, data in batch:
+        if isinstance(data, Spliced):
+            parts += data.parts
+        else:
+            parts.append(data)
+        parts.append(b",")
     parts[-1] = _TAIL
     return b"".join(parts)
 
@@ -144,14 +151,7 @@ class SampleWriter:
         for _ in range(MAX_RESENDS):
             ids = [sid for sid, _ in pending]
             try:
-                self._client.request(
-                    "POST",
-                    self._path,
-                    content=body_of(pending),
-                    idempotent=False,
-                    timeout=APPEND_TIMEOUT,
-                    deadline=deadline,
-                )
+                self._post(pending, deadline)
             except (ValidationRejectedError, ConflictError) as error:
                 result._fail(ids, str(error), error)
                 result.rejected = True
@@ -191,6 +191,19 @@ class SampleWriter:
             return
         result._fail([sid for sid, _ in pending], str(last_error), last_error)
         result.transient = True
+
+    def _post(self, batch: list[Row], deadline: Deadline | None) -> None:
+        try:
+            self._client.request(
+                "POST",
+                self._path,
+                content=body_of(batch),
+                idempotent=False,
+                timeout=APPEND_TIMEOUT,
+                deadline=deadline,
+            )
+        finally:
+            _bodies.sent(ENVELOPE_BYTES + sum(len(row) + 1 for _, row in batch))
 
     def missing(self, ids: Sequence[str], deadline: Deadline | None) -> set[str]:
         """Which of ``ids`` the platform does not hold, reading pages only as needed."""
