@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import copy
 import json
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -104,3 +105,28 @@ def test_a_large_record_split_into_rows_per_trace_is_the_whole_decodes(
     rows = project_episode_bytes(data, {}, max_request_bytes=limit)
     whole = project_episode_bytes(data, {}, max_request_bytes=limit, record=json.loads(data))
     assert len(rows) == len(record["traces"]) and rows == whole
+
+
+def test_sync_sends_large_records_whole_reading_only_their_structure(
+    prime_env: Any, episodes: list[dict[str, Any]]
+) -> None:
+    # `prime-runs sync` reads a large line's structure only (kind, id, checks), and sends
+    # the journaled bytes: Prime Traces and the sample table get the long strings intact.
+    from _support import offline_run
+    from prime_runs.cli import main
+
+    text = ('a "quoted" \\ back\nslash é ' * (LONG // 20))[:LONG]
+    records = [{**_large(episodes[n], text), "id": f"large-{n}"} for n in range(2)]
+    run = offline_run(records, name="large")
+    assert main(["sync", run.id]) == 0
+    platform_id = json.loads((Path(run.archive_path) / "sync.json").read_text())["platform"]["id"]
+    for record in records:
+        assert prime_env.episodes[record["id"]]["env"]["note"] == text
+        summary = prime_env.traces[record["traces"][0]["id"]]
+        assert summary["info"]["blob"] == text + "😀"
+        # Restamped in its bytes with the platform's id (the offline run's own id is gone).
+        assert prime_env.episodes[record["id"]]["run"]["id"] == platform_id
+        assert summary["run"]["id"] == platform_id
+    rows = prime_env.samples(platform_id)
+    assert sorted(row["episode_id"] for row in rows) == ["large-0", "large-1"]
+    assert [row["completion"][-1]["content"] for row in rows] == [text + "é"] * 2

@@ -15,7 +15,7 @@ import prime_runs._runs.late as _late
 from prime_runs._journal.archive import RunArchive
 from prime_runs._journal.runinfo import EPISODE_KIND, SAMPLES, TRACES, RunInfo
 from prime_runs._records.jsonio import sanitize_nonfinite
-from prime_runs._records.lines import parse_record
+from prime_runs._records.lines import parse_head
 from prime_runs._runs.coverage import SUMMARIZED_KEY
 from prime_runs.errors import PrimeRunsError, SyncError, describe
 from prime_runs.metrics import SummaryAccumulator
@@ -123,7 +123,7 @@ def summary_from_records(archive: RunArchive) -> dict[str, Any]:
     rejected and reported it), never fatal."""
     summary = SummaryAccumulator()
     for _key, _kind, data in archive.iter_records():
-        record, _problem = parse_record(data)
+        record, _problem = parse_head(data)  # its long strings are not needed
         if record is None:
             continue
         try:

@@ -22,7 +22,7 @@ from urllib.parse import quote
 from prime_runs._journal.archive import RecordKey, RunArchive
 from prime_runs._journal.runinfo import EPISODE_KIND
 from prime_runs._records.access import example_idx, summary_trace_index
-from prime_runs._records.lines import parse_record
+from prime_runs._records.lines import parse_head
 from prime_runs.errors import PrimeRunsError, SyncError, describe
 from prime_runs.platform._http import user_agent
 from prime_runs.settings import Settings
@@ -142,7 +142,7 @@ def rollout_counters(
     for key, kind, data in archive.iter_records():
         if kind != EPISODE_KIND:
             continue
-        record, _problem = parse_record(data)
+        record, _problem = parse_head(data)  # its long strings are not needed
         if record is None or (key not in stored and str(record.get("id")) not in landed):
             continue
         traces = record.get("traces")

@@ -42,7 +42,8 @@ from prime_runs._journal.runinfo import SAMPLES, SINK_LABELS, TRACES, RunInfo, i
 from prime_runs._progress import Progress
 from prime_runs._records.encode import encode, kind_of, traces_problem
 from prime_runs._records.item import Item, Outcome
-from prime_runs._records.lines import parse_record
+from prime_runs._records.jsonio import LARGE_DECODE
+from prime_runs._records.lines import parse_head, parse_record
 from prime_runs._runs.register_once import register
 from prime_runs._sync.close import close_run, late_records
 from prime_runs._sync.readback import (
@@ -262,39 +263,52 @@ class _Syncer:
             if key.segment in self.busy:  # another process may have it in flight
                 self.left += 1
                 continue
-            record, problem = parse_record(data)
-            if record is None:
+            item, sample_id, why = self._item(key, data, eval_id if restamp else None, run_type)
+            if item is None:
                 for sink in wanted:
-                    self._settle(
-                        sink, REJECTED, [key], f"line at {key.segment}:{key.offset}: {problem}"
-                    )
+                    self._settle(sink, REJECTED, [key], why)
                 continue
-            kind = kind_of(record)
-            record_id = record.get("id") if isinstance(record.get("id"), str) else None
-            sample_id = record.get("sample_id", record_id)
-            if restamp:
-                try:
-                    encoded = encode(record, eval_id, run_type)
-                except RecordError as exc:  # e.g. nested deeper than this process encodes
-                    for sink in wanted:
-                        self._settle(sink, REJECTED, [key], f"line at {key.segment}: {exc}")
-                    continue
-                data, problem = encoded.data, encoded.problem
-            else:
-                problem = traces_problem(kind, record)
-            item = Item(kind, data, key, problem, record_id)
             for sink in wanted:
                 if sink == SAMPLES and sample_id is not None and str(sample_id) in landed:
                     self._ack(sink, [item], found=True)  # stored already: never resend
                     continue
                 chunks[sink].append(item)
-                sizes[sink] += len(data)
+                sizes[sink] += len(item.data)
                 if len(chunks[sink]) >= CHUNK_RECORDS or sizes[sink] >= CHUNK_BYTES:
                     self._export(sinks, sink, chunks[sink], failures)
                     chunks[sink], sizes[sink] = [], 0
         for sink in list(sinks):
             if chunks.get(sink):
                 self._export(sinks, sink, chunks[sink], failures)
+
+    def _item(
+        self, key: RecordKey, data: bytes, restamp: str | None, run_type: str
+    ) -> tuple[Item | None, Any, str | None]:
+        """The record at ``key`` as the sinks take it (stamped with the platform's id
+        ``restamp``, if given), its sample id; or None and why it cannot be sent."""
+        # A large record is restamped in its bytes, as the live delivery restamps a run
+        # registered late: its long strings are never decoded (a whole decode and encode
+        # peaks at over ten times the record). A small one is encoded again.
+        token = f'"{self.info.run_id}"'.encode()
+        by_bytes = restamp is not None and len(data) > LARGE_DECODE and token in data
+        full = restamp is not None and not by_bytes
+        record, problem = (parse_record if full else parse_head)(data)
+        if record is None:
+            return None, None, f"line at {key.segment}:{key.offset}: {problem}"
+        kind = kind_of(record)
+        record_id = record.get("id") if isinstance(record.get("id"), str) else None
+        sample_id = record.get("sample_id", record_id)
+        if full:
+            try:
+                encoded = encode(record, restamp or "", run_type)
+            except RecordError as exc:  # e.g. nested deeper than this process encodes
+                return None, None, f"line at {key.segment}: {exc}"
+            data, problem = encoded.data, encoded.problem
+        else:
+            if by_bytes:
+                data = data.replace(token, f'"{restamp}"'.encode())
+            problem = traces_problem(kind, record)
+        return Item(kind, data, key, problem, record_id), sample_id, None
 
     def _export(
         self, sinks: dict[str, Any], sink: str, items: list[Item], failures: list[str]
@@ -364,7 +378,7 @@ class _Syncer:
         for key, _kind, data in self.archive.iter_records():
             if key in done or key.segment in self.busy:
                 continue
-            record, _problem = parse_record(data)
+            record, _problem = parse_head(data)
             if record is not None and isinstance(record.get("id"), str) and record["id"]:
                 candidates.append(Candidate(key, kind_of(record), record["id"]))
         logger.info("prime-runs: checking which of %d traces records landed", len(candidates))
