@@ -359,3 +359,49 @@ def test_a_sync_killed_before_its_confirm_answered_confirms_that_object_next_tim
     assert Counter(c["step"] for c in prime_env.training_samples(run_id)) == {0: 1, 10: 1, 20: 1}
     puts = [r for r in prime_env.requests_for("object_put") if r.status == 200]
     assert len(puts) == 3  # step 0's object was uploaded once, and confirmed again
+
+
+LIVE_CRASH = r"""
+import json, sys
+import prime_runs as pr
+
+run = pr.init(kind="train", model="Qwen/Qwen3-4B", environments=["gsm8k"], team_id="team-1",
+              training=pr.TrainingSpec(max_steps=21))
+print(run.id, flush=True)
+run.log_episodes(json.load(open(sys.argv[1])))
+run.flush(120)  # the confirm's answer is held: killed before it comes
+"""
+
+
+def test_a_live_run_killed_before_its_confirm_answered_is_not_sent_twice_by_sync(
+    prime_env: StandInPlatform, episodes: list[dict], tmp_path: Path
+) -> None:
+    # The platform stored the object and confirmed it, but the producer died before it
+    # heard so (and before its acknowledgement was journaled). It had noted the object as
+    # in flight: sync confirms that object again instead of sending its rows a second time.
+    step0 = tmp_path / "step0.json"
+    step0.write_text(json.dumps([at_step(episodes[i], 0, f"live{i}") for i in range(2)]))
+    prime_env.fail("rft_confirm", 503, after_processing=True, delay=60)
+    child = subprocess.Popen(
+        [sys.executable, "-c", LIVE_CRASH, str(step0)], stdout=subprocess.PIPE, text=True
+    )
+    assert child.stdout is not None
+    try:
+        run_id = child.stdout.readline().strip()
+        deadline = time.monotonic() + 60
+        while not prime_env.training_samples(run_id):  # confirmed, its answer held
+            assert child.poll() is None and time.monotonic() < deadline
+            time.sleep(0.05)
+    finally:
+        child.kill()
+        child.wait(30)
+    prime_env.recover()  # the held answer is dropped with its connection
+
+    assert main(["sync"]) == 0
+
+    assert Counter(c["step"] for c in prime_env.training_samples(run_id)) == {0: 1}
+    puts = [r for r in prime_env.requests_for("object_put") if r.status == 200]
+    assert len(puts) == 1  # sent once, confirmed again by sync
+    before = table_requests(prime_env)
+    assert main(["sync"]) == 0
+    assert table_requests(prime_env) == before

@@ -32,7 +32,12 @@ from prime_runs.errors import ConfigurationError
 from prime_runs.exporters._sinks import build_sinks
 from prime_runs.exporters.metrics import SINK_NAME
 from prime_runs.exporters.train_samples import SINK_NAME as SAMPLES_SINK
-from prime_runs.exporters.train_samples import TrainSamplesSink, parquet_available
+from prime_runs.exporters.train_samples import (
+    TrainSamplesSink,
+    Uploaded,
+    UploadedHook,
+    parquet_available,
+)
 from prime_runs.platform.training import (
     TRAIN,
     TrainingPlatform,
@@ -85,12 +90,29 @@ def open_training(opts: RunOptions) -> RunState | None:
         closer=_closer(platform, registration),
     )
     state.training = TrainingSide(state, platform, archive)  # type: ignore[attr-defined]
-    state.delivery.attach(_sinks(settings, opts, platform, registration.id))
+    state.delivery.attach(_sinks(settings, opts, platform, registration.id, archive))
     return state
 
 
+def _noting(archive: RunArchive | None) -> UploadedHook | None:
+    """Notes each object between its upload and its confirm in the archive, so a sync after
+    a crash in between confirms that object again rather than send its rows twice."""
+    if archive is None:
+        return None
+
+    def note(obj: Uploaded) -> None:
+        keys = [[i.key.segment, i.key.offset] for i in obj.items if i.key is not None]
+        archive.write_inflight({"step": obj.step, "s3_key": obj.s3_key, "keys": keys})
+
+    return note
+
+
 def _sinks(
-    settings: Settings, opts: RunOptions, platform: TrainingPlatform, run_id: str
+    settings: Settings,
+    opts: RunOptions,
+    platform: TrainingPlatform,
+    run_id: str,
+    archive: RunArchive | None,
 ) -> list[Any]:
     """The run's record sinks: Prime Traces, and the per-step sample table."""
     context = upload_context(
@@ -98,7 +120,7 @@ def _sinks(
     )
     sinks = build_sinks(settings, run_id, context, traces=opts.traces, samples=False)
     if opts.samples and parquet_available():
-        sinks.append(TrainSamplesSink(platform, run_id))
+        sinks.append(TrainSamplesSink(platform, run_id, on_uploaded=_noting(archive)))
     elif opts.samples:
         logger.info(
             "prime-runs: the training sample table is off: pyarrow is not installed "
@@ -179,7 +201,8 @@ class _RawTraining:
         platform = TrainingPlatform(self._settings)
         try:
             registration = self._create(platform)
-            sinks = _sinks(self._settings, self._opts, platform, registration.id)
+            archive = self._state.archive
+            sinks = _sinks(self._settings, self._opts, platform, registration.id, archive)
         except BaseException:
             platform.shutdown()
             raise

@@ -200,8 +200,23 @@ class _TableSync:
         self._save()  # an OSError here stops the export before the confirm
 
     def _resume(self) -> str | None:
-        """Confirm the object an earlier sync uploaded and may not have confirmed."""
-        entry = self.state.get("inflight")
+        """Confirm again the object an earlier sync, or the live process before it died,
+        uploaded and may not have confirmed: its rows are not sent a second time."""
+        failure = self._confirm_again(self.state.get("inflight"))
+        if failure:
+            return failure
+        self.state["inflight"] = None
+        self._save()
+        live = self.archive.inflight()
+        segments = {str(k[0]) for k in live.get("keys") or () if isinstance(k, list) and k}
+        if live and not _lease.wait_free(self.archive.path, sorted(segments), _lease.SYNC_WAIT):
+            failure = self._confirm_again(live)  # its process is gone: none will
+            if failure:
+                return failure
+            self.archive.write_inflight({})
+        return None
+
+    def _confirm_again(self, entry: Any) -> str | None:
         if not entry:
             return None
         try:
@@ -223,8 +238,6 @@ class _TableSync:
                 self.done.update(keys)
                 uploaded = self.tally.uploaded
                 uploaded[TRAIN_SAMPLES] = uploaded.get(TRAIN_SAMPLES, 0) + len(keys)
-        self.state["inflight"] = None
-        self._save()
         return None
 
     # -- bookkeeping -------------------------------------------------------------------
