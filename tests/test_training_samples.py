@@ -46,7 +46,10 @@ def test_objects_per_dispatch_step_on_the_cadence(prime_env, episodes):
     run.log_metrics({"loss": 0.1}, step=11)
     run.finish()
     confirmed = prime_env.training_samples(run.id)
-    assert [c["step"] for c in confirmed] == [0, 10, 10]
+    steps = [c["step"] for c in confirmed]
+    # Step 10's episodes came in two batches (a flush between): two objects at least. A
+    # batch may itself reach the sink in more than one export: rows are counted below.
+    assert set(steps) == {0, 10} and steps.count(10) >= 2 and steps == sorted(steps)
     rows_by_step: dict[int, list[dict]] = {}
     for c in confirmed:
         rows = read(prime_env, c["s3_key"])
