@@ -37,7 +37,7 @@ def test_envelope_is_14_bytes() -> None:
 
 def test_body_joins_rows_without_reencoding() -> None:
     weird = ("a", b'{"sample_id":"a","x":1.50,"y":"\\u00e9"}')
-    body = body_of([weird, ("b", b'{"sample_id":"b"}')])
+    body = bytes(body_of([weird, ("b", b'{"sample_id":"b"}')]))
     assert body == b'{"samples":[{"sample_id":"a","x":1.50,"y":"\\u00e9"},{"sample_id":"b"}]}'
     assert json.loads(body)["samples"][1] == {"sample_id": "b"}
 

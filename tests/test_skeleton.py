@@ -91,7 +91,7 @@ def test_a_sample_body_joins_spliced_rows_once():
     view = memoryview(b'xx{"a":1}yy')[2:9]
     rows = [("a", Spliced([b'{"r":', view, b"}"])), ("b", b'{"s":2}')]
     assert len(rows[0][1]) == len(b'{"r":{"a":1}}')
-    assert json.loads(body_of(rows)) == {"samples": [{"r": {"a": 1}}, {"s": 2}]}
+    assert json.loads(bytes(body_of(rows))) == {"samples": [{"r": {"a": 1}}, {"s": 2}]}
 
 
 def test_a_large_record_split_into_rows_per_trace_is_the_whole_decodes(

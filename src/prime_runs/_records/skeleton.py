@@ -164,8 +164,9 @@ def splice(encoded: bytes, piece: Callable[[int], Part | list[Part] | None]) -> 
 
 class Spliced:
     """An encoded value kept as the parts :func:`splice` gave (views of a record's bytes
-    among them), joined only where it is sent: a row of a 20 MB record then costs a body,
-    not a row and a body. ``len()`` is its encoded size; ``bytes()`` joins it."""
+    among them), never joined on its way out: a request body is sent from the parts, so a
+    row of a 20 MB record costs no copy of it. ``len()`` is its encoded size; ``bytes()``
+    joins it (for a caller that needs one buffer)."""
 
     __slots__ = ("parts", "size")
 

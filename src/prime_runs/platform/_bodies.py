@@ -1,4 +1,11 @@
-"""Large request bodies are let go as soon as their request is done.
+"""Large request bodies: sent in slices from their parts, and let go as soon as their
+request is done.
+
+A body kept as its parts (:class:`Body`: views of a record's bytes among them) is never
+joined: httpx sends it slice by slice under the ``Content-Length`` it declares (so it is not
+sent chunked), and its transport's socket write, which copies what is left of a buffer
+after each partial send, then copies at most a slice. A joined body of 19 MiB cost its own
+copy plus about 12 MiB of those leftovers at the peak of a ``finish()``.
 
 httpx's response and its stream refer to each other, so a finished exchange is cyclic
 garbage: the response, its request and the request's body stay alive until the garbage
@@ -12,9 +19,41 @@ times per run only (a body is this large only for records of megabytes).
 from __future__ import annotations
 
 import gc
+from collections.abc import Iterator, Sequence
 
 #: Bodies at least this large are collected after their request.
 COLLECT_ABOVE = 8 * 1024 * 1024
+#: The largest piece of a body handed to the transport at once.
+SLICE = 1024 * 1024
+
+Part = bytes | memoryview
+
+
+class Body:
+    """A request body as its parts, sent in order; ``len()`` is its size in bytes.
+
+    Iterable more than once (httpx iterates it again for a retry or a redirect)."""
+
+    __slots__ = ("parts", "size")
+
+    def __init__(self, parts: Sequence[Part]) -> None:
+        self.parts = parts
+        self.size = sum(map(len, parts))
+
+    def __len__(self) -> int:
+        return self.size
+
+    def __bytes__(self) -> bytes:
+        return b"".join(self.parts)
+
+    def __iter__(self) -> Iterator[Part]:
+        for part in self.parts:
+            if len(part) <= SLICE:
+                yield part
+                continue
+            view = memoryview(part)
+            for start in range(0, len(view), SLICE):
+                yield view[start : start + SLICE]
 
 
 def sent(size: int) -> None:

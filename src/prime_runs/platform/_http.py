@@ -46,6 +46,7 @@ from prime_runs.errors import (
     UnauthorizedError,
     ValidationRejectedError,
 )
+from prime_runs.platform._bodies import Body
 from prime_runs.settings import Settings
 
 logger = logging.getLogger("prime_runs")
@@ -205,7 +206,7 @@ class PlatformClient:
         path: str,
         *,
         json: Any = None,
-        content: bytes | None = None,
+        content: bytes | Body | None = None,
         params: Mapping[str, Any] | None = None,
         idempotent: bool,
         timeout: float = DEFAULT_TIMEOUT,
@@ -214,7 +215,8 @@ class PlatformClient:
     ) -> dict[str, Any]:
         """Send one call, replaying it per the policy in the module docstring.
 
-        ``json`` is encoded compactly (``content`` is sent as is, already JSON). Returns
+        ``json`` is encoded compactly (``content`` is sent as is, already JSON; a
+        :class:`~prime_runs.platform._bodies.Body` slice by slice, never joined). Returns
         the response object (``{}`` for an empty body, ``{"data": v}`` for a non-object).
         ``deadline`` (a ``time.monotonic()`` value, or a :class:`Cuttable` read afresh at
         each attempt): no retry wait runs past it and each attempt's timeout is cut to the
@@ -226,6 +228,9 @@ class PlatformClient:
         headers = dict(self._headers)
         if body is not None:
             headers["Content-Type"] = "application/json"
+        if isinstance(body, Body):
+            # Declared, so httpx frames the parts by length rather than sending them chunked.
+            headers["Content-Length"] = str(len(body))
         url = f"{self.api_root}{path}"
 
         def retryable(error: BaseException) -> bool:
@@ -279,7 +284,7 @@ class PlatformClient:
         method: str,
         path: str,
         url: str,
-        body: bytes | None,
+        body: bytes | Body | None,
         headers: dict[str, str],
         params: Mapping[str, Any] | None,
         timeout: float,

@@ -6,7 +6,8 @@ are read back and only the rows that did not land are sent again. Losing a batch
 recoverable (the journal keeps it for ``prime-runs sync``); duplicate rows would skew the
 dashboard's averages silently.
 
-Rows arrive already encoded (design: encode once) and are joined, never re-encoded.
+Rows arrive already encoded (design: encode once) and are sent as their parts, never
+re-encoded or joined.
 """
 
 from __future__ import annotations
@@ -41,7 +42,7 @@ _HEAD = b'{"samples":['
 _TAIL = b"]}"
 ENVELOPE_BYTES = len(_HEAD) + len(_TAIL)  # 14
 
-# An encoded row: bytes, or the parts it was spliced from (joined only into the body).
+# An encoded row: bytes, or the parts it was spliced from (sent as they are, never joined).
 Row = tuple[str, bytes | Spliced]
 
 
@@ -96,11 +97,11 @@ def pack(rows: Sequence[Row], limit: int = BODY_LIMIT) -> tuple[list[list[Row]],
     return batches, oversized
 
 
-def body_of(batch: Sequence[Row]) -> bytes:
-    """``{"samples":[row,row,...]}`` from the encoded rows, without re-encoding."""
+def body_of(batch: Sequence[Row]) -> _bodies.Body:
+    """``{"samples":[row,row,...]}`` from the encoded rows, without re-encoding or joining
+    them: a body is megabytes, and every copy costs page faults too."""
     if not batch:
-        return _HEAD + _TAIL
-    # One allocation: a body is megabytes, and every extra copy costs page faults too.
+        return _bodies.Body([_HEAD + _TAIL])
     parts: list[bytes | memoryview] = [_HEAD]
     for _, data in batch:
         if isinstance(data, Spliced):
@@ -109,7 +110,7 @@ def body_of(batch: Sequence[Row]) -> bytes:
             parts.append(data)
         parts.append(b",")
     parts[-1] = _TAIL
-    return b"".join(parts)
+    return _bodies.Body(parts)
 
 
 class SampleWriter:
@@ -193,17 +194,18 @@ class SampleWriter:
         result.transient = True
 
     def _post(self, batch: list[Row], deadline: Deadline | None) -> None:
+        body = body_of(batch)
         try:
             self._client.request(
                 "POST",
                 self._path,
-                content=body_of(batch),
+                content=body,
                 idempotent=False,
                 timeout=APPEND_TIMEOUT,
                 deadline=deadline,
             )
         finally:
-            _bodies.sent(ENVELOPE_BYTES + sum(len(row) + 1 for _, row in batch))
+            _bodies.sent(len(body))
 
     def missing(self, ids: Sequence[str], deadline: Deadline | None) -> set[str]:
         """Which of ``ids`` the platform does not hold, reading pages only as needed."""
