@@ -19,32 +19,22 @@ times per run only (a body is this large only for records of megabytes).
 from __future__ import annotations
 
 import gc
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
+
+from prime_runs._records.skeleton import Part, Spliced
 
 #: Bodies at least this large are collected after their request.
 COLLECT_ABOVE = 8 * 1024 * 1024
 #: The largest piece of a body handed to the transport at once.
 SLICE = 1024 * 1024
 
-Part = bytes | memoryview
 
-
-class Body:
+class Body(Spliced):
     """A request body as its parts, sent in order; ``len()`` is its size in bytes.
 
     Iterable more than once (httpx iterates it again for a retry or a redirect)."""
 
-    __slots__ = ("parts", "size")
-
-    def __init__(self, parts: Sequence[Part]) -> None:
-        self.parts = parts
-        self.size = sum(map(len, parts))
-
-    def __len__(self) -> int:
-        return self.size
-
-    def __bytes__(self) -> bytes:
-        return b"".join(self.parts)
+    __slots__ = ()
 
     def __iter__(self) -> Iterator[Part]:
         for part in self.parts:
