@@ -44,6 +44,7 @@ from prime_runs._records.encode import encode, kind_of, traces_problem
 from prime_runs._records.item import Item, Outcome
 from prime_runs._records.jsonio import LARGE_DECODE
 from prime_runs._records.lines import parse_head, parse_record
+from prime_runs._records.restamp import Restamp
 from prime_runs._runs.register_once import register
 from prime_runs._sync.close import close_run, late_records
 from prime_runs._sync.readback import (
@@ -289,9 +290,11 @@ class _Syncer:
         # A large record is restamped in its bytes, as the live delivery restamps a run
         # registered late: its long strings are never decoded (a whole decode and encode
         # peaks at over ten times the record). A small one is encoded again.
-        token = f'"{self.info.run_id}"'.encode()
-        by_bytes = restamp is not None and len(data) > LARGE_DECODE and token in data
-        full = restamp is not None and not by_bytes
+        stamp = None
+        if restamp is not None and len(data) > LARGE_DECODE:
+            stamp = Restamp.between(self.info.run_id, restamp)
+            stamp = stamp if stamp.applies(data) else None
+        full = restamp is not None and stamp is None
         record, problem = (parse_record if full else parse_head)(data)
         if record is None:
             return None, None, f"line at {key.segment}:{key.offset}: {problem}"
@@ -305,8 +308,8 @@ class _Syncer:
                 return None, None, f"line at {key.segment}: {exc}"
             data, problem = encoded.data, encoded.problem
         else:
-            if by_bytes:
-                data = data.replace(token, f'"{restamp}"'.encode())
+            if stamp is not None:
+                data = stamp(data)
             problem = traces_problem(kind, record)
         return Item(kind, data, key, problem, record_id), sample_id, None
 
