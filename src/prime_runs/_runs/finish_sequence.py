@@ -91,9 +91,8 @@ class FinishSequence:
             self.gate.close()
         started = time.monotonic()
         deadline = started + _finishing.budget(timeout, DEFAULT_FINISH_TIMEOUT)
-        # Keep part of the budget for the close-out, so a stalled upload cannot leave the
-        # run RUNNING on the platform; unsent records stay in the journal for sync.
-        send_by = deadline - min(5.0, (deadline - started) / 3)
+        # Unsent records stay in the journal for sync.
+        send_by = _finishing.send_by(deadline, started)
         self.gate.wait_idle(send_by)
         self._await_registration(send_by)
         self.status = status
