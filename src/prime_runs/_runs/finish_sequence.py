@@ -191,6 +191,7 @@ class FinishSequence:
                 self._write_status()
 
     def _write_status(self) -> None:
+        """status.json, the owner's only: at the start, at finish, after a late close-out."""
         if self.archive is None or not self.owner or self.forked:
             return
         try:
