@@ -34,6 +34,8 @@ BIN = Path(sys.executable).parent
 #: is chosen per test, and an inherited run context would join someone else's run.
 _SCRUBBED_PREFIXES = ("PRIME_", "VF_", "TRACEPARENT", "BAGGAGE", "OTEL_")
 EVAL_TIMEOUT_S = 600
+# The parity tests' peer: verifiers 0.4.0 with prime-runs[train]==0.1.4 (tests/peer.py).
+PEER_PYTHON = STATE_DIR / "peer-venv" / "bin" / "python"
 
 
 def read_jsonl(path: Path) -> list[dict[str, Any]]:
@@ -166,3 +168,11 @@ def run_vf_eval(
 def fake_model() -> Iterator[FakeModel]:
     with FakeModel() as model:
         yield model
+
+
+@pytest.fixture(scope="module")
+def peer_python() -> Path:
+    """The peer's interpreter (published 0.1.4); fails the test when it is not built."""
+    if not PEER_PYTHON.exists():
+        pytest.fail(f"{PEER_PYTHON} is missing: e2e/run.sh builds it")
+    return PEER_PYTHON

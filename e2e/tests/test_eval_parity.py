@@ -1,25 +1,20 @@
 """The same evaluation, written against 0.1.4's public API with verifiers' own episode
 objects, run once by the published prime-runs 0.1.4 and once by this checkout, each against
 a fresh stand-in platform: the evaluation, its episodes in Prime Traces, its v0 sample rows
-and its finalized numbers must match what 0.1.4 sent (see test_train_parity.py for the
-peer's interpreter)."""
+and its finalized numbers must match what 0.1.4 sent (peer.py runs both sides)."""
 
 from __future__ import annotations
 
 import copy
-import json
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
+import peer
 import pytest
 
 import prime_runs as pr
-from conftest import DATA, STATE_DIR, eval_env, read_jsonl
+from conftest import DATA, read_jsonl
 from prime_runs.testing import StandInPlatform
-
-PEER_PYTHON = STATE_DIR / "peer-venv" / "bin" / "python"
 
 # 0.1.4's public API only: what a 0.1.4 user's evaluation calls.
 LOOP = r"""
@@ -42,19 +37,6 @@ print(json.dumps({"id": run.id, "version": pr.__version__}))
 """
 
 
-def run_eval(python: Path, platform: StandInPlatform, tmp_path: Path) -> dict[str, Any]:
-    env = eval_env(platform.env(), tmp_path / "archive")
-    proc = subprocess.run(
-        [str(python), "-c", LOOP, str(DATA / "episodes.jsonl")],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert proc.returncode == 0, proc.stderr[-4000:]
-    return json.loads(proc.stdout.splitlines()[-1])
-
-
 def received(platform: StandInPlatform, run_id: str) -> dict[str, Any]:
     (create,) = [r.json for r in platform.requests_for("eval_create")]
     (finalize,) = [r.json for r in platform.requests_for("eval_finalize")]
@@ -70,20 +52,8 @@ def received(platform: StandInPlatform, run_id: str) -> dict[str, Any]:
 
 
 def both(peer_python: Path, tmp_path: Path, traces: str) -> tuple[dict, dict]:
-    out = []
-    for who, python in (("peer", peer_python), ("ours", Path(sys.executable))):
-        with StandInPlatform(traces=traces) as platform:
-            run = run_eval(python, platform, tmp_path / who)
-            assert (run["version"] == "0.1.4") == (who == "peer")
-            out.append(received(platform, run["id"]))
-    return out[0], out[1]
-
-
-@pytest.fixture(scope="module")
-def peer_python() -> Path:
-    if not PEER_PYTHON.exists():
-        pytest.fail(f"{PEER_PYTHON} is missing: e2e/run.sh builds it")
-    return PEER_PYTHON
+    args = [str(DATA / "episodes.jsonl")]
+    return peer.both(peer_python, tmp_path, LOOP, args, received, traces=traces)
 
 
 def assert_same_close(ours: dict[str, Any], theirs: dict[str, Any]) -> None:

@@ -14,17 +14,15 @@ import io
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
+import peer
 import pyarrow.parquet as pq
-import pytest
 
-from conftest import DATA, STATE_DIR, eval_env
+from conftest import DATA, eval_env
 from prime_runs.testing import StandInPlatform
 
-PEER_PYTHON = STATE_DIR / "peer-venv" / "bin" / "python"
 STEPS = 21  # the sample table takes every 10th step: 0, 10 and 20
 
 # 0.1.4's public API only: what a 0.1.4 user's training loop calls.
@@ -60,33 +58,13 @@ print(json.dumps({"id": run.id, "version": pr.__version__}))
 """
 
 
-def run_loop(
-    python: Path, platform: StandInPlatform, tmp_path: Path, env: dict[str, str]
-) -> dict[str, Any]:
-    environ = {**eval_env(platform.env(), tmp_path / "archive"), **env}
-    proc = subprocess.run(
-        [str(python), "-c", LOOP, str(DATA / "train_episodes.jsonl"), str(STEPS)],
-        env=environ,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert proc.returncode == 0, proc.stderr[-4000:]
-    return json.loads(proc.stdout.splitlines()[-1])
-
-
 def both(
     peer_python: Path, tmp_path: Path, traces: str = "enabled", **env: str
 ) -> tuple[dict[str, Any], dict[str, Any]]:
     """The loop run by the peer, then by this checkout, each against a fresh stand-in
     whose Prime Traces is ``traces``: what each platform received."""
-    out = []
-    for who, python in (("peer", peer_python), ("ours", Path(sys.executable))):
-        with StandInPlatform(traces=traces) as platform:
-            run = run_loop(python, platform, tmp_path / who, env)
-            assert (run["version"] == "0.1.4") == (who == "peer")
-            out.append(received(platform, run["id"]))
-    return out[0], out[1]
+    args = [str(DATA / "train_episodes.jsonl"), str(STEPS)]
+    return peer.both(peer_python, tmp_path, LOOP, args, received, traces=traces, env=env)
 
 
 def received(platform: StandInPlatform, run_id: str) -> dict[str, Any]:
@@ -139,13 +117,6 @@ def _schema(platform: StandInPlatform, run_id: str) -> list[tuple[str, str]]:
 
 def _row_key(row: dict[str, Any]) -> tuple[str, str]:
     return (str(row.get("episode_id")), str(row.get("trace_id")))
-
-
-@pytest.fixture(scope="module")
-def peer_python() -> Path:
-    if not PEER_PYTHON.exists():
-        pytest.fail(f"{PEER_PYTHON} is missing: e2e/run.sh builds it")
-    return PEER_PYTHON
 
 
 def assert_same_run(ours: dict[str, Any], theirs: dict[str, Any]) -> None:
@@ -223,7 +194,7 @@ def test_a_crashed_training_loop_is_closed_as_0_1_4_closes_it(
     peer_python: Path, tmp_path: Path
 ) -> None:
     out = []
-    for who, python in (("peer", peer_python), ("ours", Path(sys.executable))):
+    for who, python in peer.interpreters(peer_python):
         with StandInPlatform() as platform:
             env = eval_env(platform.env(), tmp_path / who)
             proc = subprocess.run(

@@ -15,7 +15,6 @@ through the same channel, within the caller's deadline.
 from __future__ import annotations
 
 import dataclasses
-import json
 import logging
 import secrets
 import threading
@@ -32,6 +31,7 @@ from prime_runs import semconv
 from prime_runs._journal.archive import RunArchive
 from prime_runs._journal.ledger import Ledger
 from prime_runs._records.item import Item, Outcome, Sink
+from prime_runs._records.restamp import Restamp
 from prime_runs.exporters._channel import Channel
 
 logger = logging.getLogger("prime_runs")
@@ -71,9 +71,9 @@ class Delivery:
         # Sinks attached later (a raw run span's run still registering): records wait in
         # the ledger for them meanwhile.
         self._expected: tuple[str, ...] = ()
-        # (old, new) run id, as JSON strings: records logged under the run's local id before
-        # it was registered are stamped with the platform's as they are sent.
-        self._restamp: tuple[bytes, bytes] | None = None
+        # Records logged under the run's local id before it was registered are stamped
+        # with the platform's as they are sent.
+        self._restamp: Restamp | None = None
         self._attached = threading.Event()
         self._turns: dict[str, threading.Lock] = {}  # see ``_turn``
         self._turns_lock = threading.Lock()
@@ -110,8 +110,7 @@ class Delivery:
                 sink, on_outcome=self._settled, on_late=self._late
             )
         if restamp is not None:
-            old, new = (json.dumps(value).encode() for value in restamp)
-            self._restamp = (old, new)
+            self._restamp = Restamp.between(*restamp)
         expected = self._expected
         if not expected:
             self.ledger = Ledger(list(self.channels), self._archive)
@@ -198,12 +197,12 @@ class Delivery:
         return ok
 
     def _stamped(self, items: list[Item]) -> list[Item]:
-        if self._restamp is None:
+        restamp = self._restamp
+        if restamp is None:
             return items
-        old, new = self._restamp
         return [
-            dataclasses.replace(item, data=item.data.replace(old, new))
-            if old in item.data
+            dataclasses.replace(item, data=restamp(item.data))
+            if restamp.applies(item.data)
             else item
             for item in items
         ]

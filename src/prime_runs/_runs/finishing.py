@@ -61,6 +61,12 @@ def budget(timeout: object, default: float) -> float:
         return default
 
 
+def send_by(deadline: float, now: float) -> float:
+    """When sending stops: part of what is left before ``deadline`` (a third, at most 5 s)
+    is kept for the close-out, so a stalled upload cannot leave the run open."""
+    return deadline - min(5.0, max(0.0, deadline - now) / 3)
+
+
 class CloseOut:
     """The platform close-out on a helper thread, bounded by the caller's wait.
 

@@ -11,7 +11,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ParamSpec
 
 import prime_runs._runs.coverage as _coverage
 from prime_runs._delivery.provenance import upload_context
@@ -33,6 +33,8 @@ from prime_runs.status import RunStatus
 logger = logging.getLogger("prime_runs")
 
 DEFAULT_DIR = "prime-runs"
+
+P = ParamSpec("P")
 
 
 @dataclass
@@ -271,18 +273,12 @@ def online_archive(
         return None
 
 
-def closing(work: Closer, shutdown: Callable[[], None]) -> Closer:
+def closing(work: Callable[P, None], shutdown: Callable[[], None]) -> Callable[P, None]:
     """A run's closer: ``work`` (the close-out), then ``shutdown`` (its clients), always."""
 
-    def close(
-        state: RunState,
-        status: RunStatus,
-        summary: dict[str, Any],
-        reason: str | None,
-        deadline: float,
-    ) -> None:
+    def close(*args: P.args, **kwargs: P.kwargs) -> None:
         try:
-            work(state, status, summary, reason, deadline)
+            work(*args, **kwargs)
         finally:
             shutdown()
 

@@ -11,10 +11,10 @@ import time
 from pathlib import Path
 from typing import Any
 
+import prime_runs._runs.finishing as _finishing
 import prime_runs._runs.training_register as training_register
 from prime_runs._delivery.provenance import upload_context
 from prime_runs._journal.archive import RunArchive
-from prime_runs._runs.finishing import CLOSE_MARGIN
 from prime_runs._runs.opening import (
     RunOptions,
     archive_root,
@@ -155,14 +155,7 @@ def _open_raw_training(opts: RunOptions) -> RunState | None:
     if settings.mode != ONLINE or opts.id:  # offline, disabled or attached: no request
         return open_training(opts)
     # What the platform requires is checked now: a span that cannot register is not tracked.
-    register_body(
-        model=opts.model,
-        team_id=settings.team_id,
-        spec=spec,
-        environments=environments,
-        name=opts.name,
-        config=config,
-    )
+    _register_body(opts, settings, spec, config, environments)
     local_id = local_run_id()
     description = _describe(opts, spec, config, environments, ONLINE, settings.team_id)
     description["name"] = name = opts.name or f"train-{local_id}"
@@ -237,7 +230,19 @@ def _register(
 ) -> TrainingRegistration:
     if opts.id:
         return platform.attach(opts.id, opts.name)
-    body = register_body(
+    return platform.register(_register_body(opts, settings, spec, config, environments))
+
+
+def _register_body(
+    opts: RunOptions,
+    settings: Settings,
+    spec: TrainingSpec,
+    config: dict[str, Any],
+    environments: list[Any],
+) -> dict[str, Any]:
+    """The register request as ``init()`` (or a raw span) describes the run; raises
+    ``ConfigurationError`` for what the platform requires and is missing."""
+    return register_body(
         model=opts.model,
         team_id=settings.team_id,
         spec=spec,
@@ -245,7 +250,6 @@ def _register(
         name=opts.name,
         config=config,
     )
-    return platform.register(body)
 
 
 def _describe(
@@ -294,7 +298,8 @@ def _open_offline(
 
 
 def _closer(platform: TrainingPlatform, registration: TrainingRegistration) -> Closer:
-    """Delivers the metrics rows left, then finalizes or sets the run's status."""
+    """Delivers the metrics rows left, then finalizes or sets the run's status. Its own
+    body, not ``opening.closer``'s: the RFT API takes a training run's rows, not a summary."""
 
     def close(
         state: RunState,
@@ -305,10 +310,8 @@ def _closer(platform: TrainingPlatform, registration: TrainingRegistration) -> C
     ) -> None:
         side = side_of(state)
         if side is not None:
-            # Rows first: the platform closes the run's curves at finalize. Keep part
-            # of the budget for the close-out itself.
-            left = deadline - time.monotonic()
-            side.finish(deadline - min(5.0, max(0.0, left) / 3) - CLOSE_MARGIN)
+            # Rows first: the platform closes the run's curves at finalize.
+            side.finish(_finishing.send_by(deadline, time.monotonic()) - _finishing.CLOSE_MARGIN)
         platform.close(registration.id, status, reason, deadline)
 
     return closing(close, platform.shutdown)

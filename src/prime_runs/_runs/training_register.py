@@ -69,6 +69,7 @@ def _register_body(desc: dict[str, Any], settings: Settings) -> dict[str, Any]:
             if isinstance(r, dict)
         ]
         config = desc.get("config")
+        # From run.json, not init()'s arguments (training_open): this run was opened earlier.
         return register_body(
             model=desc.get("model"),
             team_id=desc.get("team_id") or settings.team_id,

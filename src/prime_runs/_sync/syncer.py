@@ -40,12 +40,12 @@ from prime_runs._journal.archive import RECORDS_DIR, REJECTED, SKIPPED, RecordKe
 from prime_runs._journal.nofollow import segment_paths
 from prime_runs._journal.runinfo import SAMPLES, SINK_LABELS, TRACES, RunInfo, inspect
 from prime_runs._progress import Progress
-from prime_runs._records.encode import encode, kind_of, traces_problem
+from prime_runs._records.encode import kind_of
 from prime_runs._records.item import Item, Outcome
-from prime_runs._records.jsonio import LARGE_DECODE
-from prime_runs._records.lines import parse_head, parse_record
+from prime_runs._records.lines import parse_head
 from prime_runs._runs.register_once import register
 from prime_runs._sync.close import close_run, late_records
+from prime_runs._sync.outgoing import outgoing
 from prime_runs._sync.readback import (
     Candidate,
     Unreadable,
@@ -55,7 +55,7 @@ from prime_runs._sync.readback import (
 )
 from prime_runs._sync.report import SyncReport, assemble
 from prime_runs._sync.training import sync_training
-from prime_runs.errors import PrimeRunsError, RecordError, SyncError
+from prime_runs.errors import PrimeRunsError, SyncError
 from prime_runs.exporters._channel import Channel
 from prime_runs.exporters._sinks import build_sinks
 from prime_runs.platform._http import PlatformClient
@@ -256,6 +256,7 @@ class _Syncer:
         chunks: dict[str, list[Item]] = {sink: [] for sink in sinks}
         sizes = dict.fromkeys(sinks, 0)
         run_type = str(self.desc.get("kind") or "eval")
+        stamp = eval_id if restamp else None
         for key, _kind, data in self.archive.iter_records():
             wanted = [s for s in sinks if key not in done[s]]
             if not wanted:
@@ -263,7 +264,7 @@ class _Syncer:
             if key.segment in self.busy:  # another process may have it in flight
                 self.left += 1
                 continue
-            item, sample_id, why = self._item(key, data, eval_id if restamp else None, run_type)
+            item, sample_id, why = outgoing(key, data, self.info.run_id, stamp, run_type)
             if item is None:
                 for sink in wanted:
                     self._settle(sink, REJECTED, [key], why)
@@ -280,35 +281,6 @@ class _Syncer:
         for sink in list(sinks):
             if chunks.get(sink):
                 self._export(sinks, sink, chunks[sink], failures)
-
-    def _item(
-        self, key: RecordKey, data: bytes, restamp: str | None, run_type: str
-    ) -> tuple[Item | None, Any, str | None]:
-        """The record at ``key`` as the sinks take it (stamped with the platform's id
-        ``restamp``, if given), its sample id; or None and why it cannot be sent."""
-        # A large record is restamped in its bytes, as the live delivery restamps a run
-        # registered late: its long strings are never decoded (a whole decode and encode
-        # peaks at over ten times the record). A small one is encoded again.
-        token = f'"{self.info.run_id}"'.encode()
-        by_bytes = restamp is not None and len(data) > LARGE_DECODE and token in data
-        full = restamp is not None and not by_bytes
-        record, problem = (parse_record if full else parse_head)(data)
-        if record is None:
-            return None, None, f"line at {key.segment}:{key.offset}: {problem}"
-        kind = kind_of(record)
-        record_id = record.get("id") if isinstance(record.get("id"), str) else None
-        sample_id = record.get("sample_id", record_id)
-        if full:
-            try:
-                encoded = encode(record, restamp or "", run_type)
-            except RecordError as exc:  # e.g. nested deeper than this process encodes
-                return None, None, f"line at {key.segment}: {exc}"
-            data, problem = encoded.data, encoded.problem
-        else:
-            if by_bytes:
-                data = data.replace(token, f'"{restamp}"'.encode())
-            problem = traces_problem(kind, record)
-        return Item(kind, data, key, problem, record_id), sample_id, None
 
     def _export(
         self, sinks: dict[str, Any], sink: str, items: list[Item], failures: list[str]
