@@ -202,7 +202,8 @@ class Delivery:
             return items
         old, new = self._restamp
         return [
-            dataclasses.replace(item, data=item.data.replace(old, new))
+            # The summary trace is no longer where it was found: the row decodes it all.
+            dataclasses.replace(item, data=item.data.replace(old, new), summary=None)
             if old in item.data
             else item
             for item in items
