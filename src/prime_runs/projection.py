@@ -41,8 +41,10 @@ from typing import Any
 import prime_runs._records.access as _records
 import prime_runs._records.skeleton as _skeleton
 import prime_runs._records.traintable as _train_table
+import prime_runs._records.v0bytes as _v0bytes
 import prime_runs._records.v0rows as _v0rows
-from prime_runs._records.jsonio import LARGE_DECODE, decode_record, encode_json, encode_record
+from prime_runs._records.item import Summary
+from prime_runs._records.jsonio import decode_record, encode_json
 from prime_runs._records.v0rows import ENVELOPE_BYTES
 from prime_runs.errors import RecordError
 
@@ -66,10 +68,6 @@ __all__ = [
 MAX_REQUEST_BYTES = 26_214_400
 #: 0.1.4's name for :data:`MAX_REQUEST_BYTES`.
 MAX_SAMPLES_PAYLOAD_BYTES = MAX_REQUEST_BYTES
-
-# Slot strings (``_records.skeleton``) stand in for large values while a row is encoded; the
-# values' bytes are then spliced in (the episode's own bytes, each branch's messages encoded
-# once even though the last branch appears twice, a large record's long strings).
 
 
 def trace_to_sample(
@@ -255,6 +253,7 @@ def project_episode_parts(
     max_request_bytes: int = MAX_REQUEST_BYTES,
     record: Mapping[str, Any] | None = None,
     exact: bool = False,
+    summary: Summary | None = None,
 ) -> list[bytes | _skeleton.Spliced]:
     """Project one already-encoded record to encoded v0 rows, encoding the episode only once.
 
@@ -269,12 +268,36 @@ def project_episode_parts(
     ``record`` skips the decode: pass it only if it is exactly what ``episode_bytes`` decode to
     and nobody changes it meanwhile (bytes with NaN/Infinity literals must not come with one).
     ``exact``: the bytes hold no integer beyond 64 bits (orjson wrote them), so the decode
-    skips the scan for one.
+    skips the scan for one. ``summary`` (found when the bytes were encoded, see
+    ``_records.encode``) says where the summary trace lies in them: the summary row then
+    decodes that trace alone.
 
     The summary row comes back as its parts (``_records.skeleton.Spliced``: ``len()`` is its
     size, ``bytes()`` joins it), the episode's bytes among them, so a request body is the
     only joined copy; :func:`project_episode_bytes` joins each row.
     """
+    number = None
+    if record is None and summary is not None:
+        source = _v0bytes.summary_source(episode_bytes, summary)
+        if source is not None:
+            number = _v0rows.next_number(rollout_counters, source.traces[source.index])
+            encoded = _v0bytes.spliced_row(source, number, bytes(episode_bytes), [])
+            if encoded is not None and ENVELOPE_BYTES + len(encoded) <= max_request_bytes:
+                return [encoded]
+            # Rare (an odd value, an oversize row): the whole record decides, same number.
+    return _project_whole(episode_bytes, rollout_counters, max_request_bytes, record, exact, number)
+
+
+def _project_whole(
+    episode_bytes: bytes,
+    rollout_counters: dict[Any, int],
+    max_request_bytes: int,
+    record: Mapping[str, Any] | None,
+    exact: bool,
+    number: int | None,
+) -> list[bytes | _skeleton.Spliced]:
+    """:func:`project_episode_parts` from the whole record (decoded unless given);
+    ``number``: the rollout number already drawn for it, if any."""
     saw_nonfinite = False
 
     def constant(name: str) -> float:
@@ -284,7 +307,7 @@ def project_episode_parts(
 
     literals: list[memoryview] = []
     if record is None:
-        found = _outlined(episode_bytes, exact)
+        found = _v0bytes.outlined(episode_bytes, exact)
         if found is not None:
             record, literals = found
     if record is None:
@@ -300,10 +323,11 @@ def project_episode_parts(
     if not traces:
         return []
     source = _v0rows.Source(record, traces, _records.summary_trace_index(traces), record, False)
-    number = _v0rows.next_number(rollout_counters, traces[source.index])
+    if number is None:
+        number = _v0rows.next_number(rollout_counters, traces[source.index])
     encoded: bytes | _skeleton.Spliced | None = None
     if not saw_nonfinite:  # otherwise the bytes are not strict JSON and cannot be reused
-        encoded = _spliced_row(source, number, bytes(episode_bytes), literals)
+        encoded = _v0bytes.spliced_row(source, number, bytes(episode_bytes), literals)
     if encoded is None and literals:  # the plain path needs the whole record
         record = decode_record(episode_bytes, exact=exact)
         traces, literals = record["traces"], []
@@ -318,65 +342,3 @@ def project_episode_parts(
         return rows
     lookup = _skeleton.literal_of(literals)
     return [b"".join(_skeleton.splice(row, lookup) or [row]) for row in rows]
-
-
-def _outlined(data: bytes, exact: bool) -> tuple[Mapping[str, Any], list[memoryview]] | None:
-    """A large record decoded without its long strings (``_records.skeleton``): the row
-    needs its structure, and its long strings only as the bytes they already are. None
-    when it must be decoded whole: small, no long string, or a long string where the row
-    reads a value (an id, an example key)."""
-    if len(data) <= LARGE_DECODE:
-        return None
-    try:
-        found = _skeleton.skeleton(data, exact=exact)
-    except ValueError:
-        return None
-    if found is None or not isinstance(found.value, Mapping):
-        return None
-    record = found.value
-    traces = record.get("traces")
-    if _skeleton.is_slot(record.get("id")) or not isinstance(traces, list) or not traces:
-        return None
-    if not all(isinstance(trace, Mapping) for trace in traces):
-        return None  # whatever a whole decode makes of it, the same
-    summary = traces[_records.summary_trace_index(traces)]
-    if any(_skeleton.is_slot(v) for v in (_records.example_idx(summary), summary.get("id"))):
-        return None
-    return record, found.literals
-
-
-def _spliced_row(
-    source: _v0rows.Source, number: int, episode_bytes: bytes, literals: list[memoryview]
-) -> _skeleton.Spliced | None:
-    """The summary row encoded around slots for its large values, which are then spliced in
-    (and a skeleton's long strings, ``literals``); ``None`` if a slot did not come out
-    exactly once (the caller encodes the plain row)."""
-    base = len(literals)  # slots below it are the skeleton's long strings
-    row = _v0rows.episode_row(source._replace(native=_skeleton.slot(base)), number)
-    pieces: list[Any] = [episode_bytes]
-    lookup = _skeleton.literal_of(literals)
-    for entry in row["trajectory"]:  # fresh dicts, safe to change
-        try:
-            # Non-finite numbers come out as null, as the plain path writes them.
-            encoded = encode_record(entry["messages"])
-        except (TypeError, ValueError):  # the plain path reports what is wrong
-            return None
-        piece = _skeleton.splice(encoded, lookup) if literals else encoded
-        if piece is None:
-            return None
-        pieces.append(piece)
-        entry["messages"] = _skeleton.slot(base + len(pieces) - 1)
-    pieces.append(pieces[-1] if len(pieces) > 1 else b"[]")
-    row["completion"] = _skeleton.slot(base + len(pieces) - 1)
-    seen: list[int] = []
-
-    def piece_of(number: int) -> Any:
-        if number < base:
-            return literals[number]
-        seen.append(number - base)
-        return pieces[number - base] if number - base < len(pieces) else None
-
-    out = _skeleton.splice(encode_record(row), piece_of)  # non-finite numbers as null too
-    if out is None or sorted(seen) != list(range(len(pieces))):
-        return None
-    return _skeleton.Spliced(out)

@@ -201,7 +201,8 @@ class Delivery:
         if restamp is None:
             return items
         return [
-            dataclasses.replace(item, data=restamp(item.data))
+            # The summary trace is no longer where it was found: the row decodes it all.
+            dataclasses.replace(item, data=restamp(item.data), summary=None)
             if restamp.applies(item.data)
             else item
             for item in items
