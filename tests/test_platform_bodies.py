@@ -71,6 +71,19 @@ def test_slices_never_exceed_the_slice_size_and_rebuild_the_parts() -> None:
     assert list(body) == pieces  # iterable again, as a retry needs
 
 
+def test_small_parts_go_out_joined_into_pieces_of_at_most_a_slice() -> None:
+    rows = [b'{"row":"' + bytes([97 + i % 26]) * 11_000 + b'"}' for i in range(300)]
+    parts: list[bytes] = [b'{"samples":[']
+    for row in rows:
+        parts += (row, b",")
+    parts[-1] = b"]}"
+    pieces = list(Body(parts))
+    assert b"".join(pieces) == b"".join(parts)
+    assert max(map(len, pieces)) <= SLICE
+    # One write per slice of the body, not one per part (601 parts).
+    assert len(pieces) <= -(-len(b"".join(parts)) // (SLICE - 11_100)) + 1
+
+
 def test_a_body_of_parts_is_sent_by_length_and_whole_on_every_attempt(
     server: tuple[str, type[_Recorder]],
 ) -> None:

@@ -37,13 +37,26 @@ class Body(Spliced):
     __slots__ = ()
 
     def __iter__(self) -> Iterator[Part]:
+        # Small parts are joined into pieces of about a slice: a piece is one write to the
+        # socket, and a body of thousands of rows' parts would otherwise be thousands.
+        small: list[Part] = []
+        size = 0
         for part in self.parts:
-            if len(part) <= SLICE:
-                yield part
+            if len(part) < SLICE:
+                if size + len(part) > SLICE:
+                    yield b"".join(small)
+                    small, size = [], 0
+                small.append(part)
+                size += len(part)
                 continue
+            if small:
+                yield b"".join(small)
+                small, size = [], 0
             view = memoryview(part)
             for start in range(0, len(view), SLICE):
                 yield view[start : start + SLICE]
+        if small:
+            yield b"".join(small)
 
 
 def sent(size: int) -> None:
