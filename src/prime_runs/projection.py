@@ -341,4 +341,5 @@ def _project_whole(
     if not literals:
         return rows
     lookup = _skeleton.literal_of(literals)
-    return [b"".join(_skeleton.splice(row, lookup) or [row]) for row in rows]
+    # Kept as parts, as the summary row is: a row of megabytes is joined only if asked.
+    return [_skeleton.Spliced(_skeleton.splice(row, lookup) or [row]) for row in rows]

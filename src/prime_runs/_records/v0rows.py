@@ -11,12 +11,14 @@ as they did in 0.1.4.
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple
 
 import prime_runs._records.access as _records
 from prime_runs._records.jsonio import encode_json, is_nonfinite_error, sanitize_nonfinite
+from prime_runs._records.skeleton import Spliced
 
 logger = logging.getLogger("prime_runs")
 
@@ -159,6 +161,28 @@ def trace_row(
     for name, score in _records.reward_scores(trace):
         row.setdefault(name, score)
     return row
+
+
+_ID_KEY = b'{"sample_id":'
+_ID_HEAD = 4096  # bytes of a row read for its id: ids are short
+_DECODER = json.JSONDecoder()
+
+
+def sample_id_of(row: bytes | Spliced) -> str:
+    """The ``sample_id`` of an encoded row, as ``str()`` of its value, read from the row's
+    head (it is the row's first key, see :func:`trace_row`): a row of a record of megabytes
+    is then neither joined nor decoded for it. The whole row decides otherwise."""
+    head = bytes(row.parts[0][:_ID_HEAD] if isinstance(row, Spliced) else row[:_ID_HEAD])
+    if head.startswith(_ID_KEY):
+        text = head[len(_ID_KEY) :].decode("utf-8", "ignore")  # a cut character at the end
+        try:
+            value, end = _DECODER.raw_decode(text)
+        except ValueError:
+            value, end = None, -1
+        # What follows the value shows it was read whole (a number cut short is not).
+        if end >= 0 and text[end : end + 1] in (",", "}"):
+            return str(value)
+    return str(json.loads(bytes(row)).get("sample_id"))
 
 
 def encode_row(row: dict[str, Any]) -> tuple[bytes, dict[str, Any]]:

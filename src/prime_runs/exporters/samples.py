@@ -12,7 +12,6 @@ a sink-wide one retires the sink.
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 from collections import deque
@@ -20,6 +19,7 @@ from typing import Any
 
 from prime_runs._records.item import Deadline, Item, Outcome, as_deadline
 from prime_runs._records.skeleton import Spliced
+from prime_runs._records.v0rows import sample_id_of
 from prime_runs.errors import APIError, ValidationRejectedError
 from prime_runs.platform._http import PlatformClient, is_ambiguous
 from prime_runs.platform.samples import BODY_LIMIT, ENVELOPE_BYTES, SampleWriter
@@ -85,7 +85,7 @@ class SamplesSink:
         )
         if len(rows) == 1 and item.kind == "episode" and item.record_id is not None:
             return [(item.record_id, rows[0])]  # the summary row is keyed by the episode id
-        return [(str(json.loads(bytes(row)).get("sample_id")), row) for row in rows]
+        return [(sample_id_of(row), row) for row in rows]
 
     def _pending(self, item: Item) -> _Rows | None:
         """The item's rows still to send (projected now, or kept from an earlier try)."""
