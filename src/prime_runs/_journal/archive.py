@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 import prime_runs._journal.lease as _lease
+from prime_runs._journal.linereader import read_line
 from prime_runs._journal.nofollow import open_for_reading, open_in_run, segment_paths
 from prime_runs._records.item import RecordKey
 
@@ -299,16 +300,20 @@ class RunArchive:
             except OSError:
                 continue  # replaced by a link, or removed, since it was listed
             with f:
-                for line in f:
-                    if line.endswith(b"\n"):
-                        yield RecordKey(path.name, offset), kind, line[:-1]
-                    offset += len(line)
+                while True:
+                    data, taken = read_line(f)
+                    if taken == 0:
+                        break
+                    if taken > len(data):  # it ends with its newline: complete
+                        yield RecordKey(path.name, offset), kind, data
+                    del data  # not kept alive while the next line is read
+                    offset += taken
 
     def read(self, key: RecordKey) -> bytes:
         """The record stored at ``key`` (without its newline)."""
         with open_for_reading(self.path / RECORDS_DIR / key.segment) as f:
             f.seek(key.offset)
-            return f.readline().rstrip(b"\n")
+            return read_line(f)[0]
 
     def count_records(self) -> dict[str, int]:
         """Complete record lines per kind, counted without decoding them (a torn tail is not

@@ -265,6 +265,7 @@ class _Syncer:
                 self.left += 1
                 continue
             item, sample_id, why = outgoing(key, data, self.info.run_id, stamp, run_type)
+            del data  # a restamped record is a copy: the journal's bytes need not live on
             if item is None:
                 for sink in wanted:
                     self._settle(sink, REJECTED, [key], why)
@@ -278,6 +279,7 @@ class _Syncer:
                 if len(chunks[sink]) >= CHUNK_RECORDS or sizes[sink] >= CHUNK_BYTES:
                     self._export(sinks, sink, chunks[sink], failures)
                     chunks[sink], sizes[sink] = [], 0
+            item = None  # a record sent is not kept alive while the next one is read
         for sink in list(sinks):
             if chunks.get(sink):
                 self._export(sinks, sink, chunks[sink], failures)
