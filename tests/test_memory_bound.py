@@ -128,3 +128,64 @@ def test_records_of_many_megabytes_cost_a_few_records_at_finish(
     assert result["acked"] == {"traces": LARGE_RECORDS, "eval_samples": LARGE_RECORDS}
     held = result["held_peak"]
     assert held <= LARGE_BUDGET, f"finish() held {held / LARGE_BYTES:.1f} records at its peak"
+
+
+_SYNC = textwrap.dedent(
+    """
+    import json, sys, tracemalloc
+    tracemalloc.start()
+    from prime_runs.cli import main
+    code = main(["sync", sys.argv[1]])
+    print(json.dumps({"code": code, "peak": tracemalloc.get_traced_memory()[1]}))
+    """
+)
+OVERSIZE_RECORDS = 6
+OVERSIZE_CHARS = 10_000_000  # about 11 MiB of UTF-8: with its copies the row passes 25 MiB
+# Sync sends a chunk of up to 16 MiB of records and reads the next record meanwhile: two
+# records of this size and a line being read, with slack, is under five. Before: fourteen
+# (each per-trace row joined and decoded again for its id, a journal line read as twice
+# its size, the line and its copy and the previous record kept while the next was read).
+OVERSIZE_BUDGET_RECORDS = 7
+
+
+def test_sync_of_records_too_large_for_one_sample_request_holds_a_few_records(
+    prime_env: StandInPlatform, episodes: list[dict[str, Any]]
+) -> None:
+    import copy
+
+    from _support import offline_run
+
+    from prime_runs._records.access import summary_trace_index
+
+    text = ("répondre déjà " * (OVERSIZE_CHARS // 14 + 1))[:OVERSIZE_CHARS]
+    records = []
+    for n in range(OVERSIZE_RECORDS):
+        record = copy.deepcopy(episodes[0])
+        record["id"] = f"oversize-{n}"
+        for i, trace in enumerate(record["traces"]):
+            trace["id"] = f"oversize-{n}-{i}"
+        summary = record["traces"][summary_trace_index(record["traces"])]
+        summary["nodes"][-1]["message"]["content"] = text + str(n)
+        records.append(record)
+    run = offline_run(records, name="oversize")
+    size = max(len(line) for line in _journal_lines(run))
+    del records
+
+    out = subprocess.run(
+        [sys.executable, "-c", _SYNC, run.id], capture_output=True, text=True, timeout=300
+    )
+    result = json.loads(out.stdout.strip().splitlines()[-1])
+    assert result["code"] == 0, out.stderr[-2000:]
+    platform_id = json.loads((Path(run.archive_path) / "sync.json").read_text())["platform"]["id"]
+    rows = prime_env.samples(platform_id)
+    # The path this test is about: each episode went as one row per trace.
+    assert len(rows) == OVERSIZE_RECORDS * len(episodes[0]["traces"]) > OVERSIZE_RECORDS
+    assert {f"oversize-{n}" for n in range(OVERSIZE_RECORDS)} <= set(prime_env.episodes)
+    held = result["peak"] / size
+    assert held <= OVERSIZE_BUDGET_RECORDS, f"sync held {held:.1f} records at its peak"
+
+
+def _journal_lines(run: Any) -> list[bytes]:
+    from _support import journal_lines
+
+    return journal_lines(run)
