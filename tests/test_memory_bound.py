@@ -5,6 +5,7 @@ grow with the run."""
 
 from __future__ import annotations
 
+import copy
 import json
 import subprocess
 import sys
@@ -12,6 +13,8 @@ import textwrap
 from pathlib import Path
 from typing import Any
 
+from _support import journal_lines, offline_run
+from prime_runs._records.access import summary_trace_index
 from prime_runs.testing import StandInPlatform
 
 RECORDS = 30
@@ -151,12 +154,6 @@ OVERSIZE_BUDGET_RECORDS = 7
 def test_sync_of_records_too_large_for_one_sample_request_holds_a_few_records(
     prime_env: StandInPlatform, episodes: list[dict[str, Any]]
 ) -> None:
-    import copy
-
-    from _support import offline_run
-
-    from prime_runs._records.access import summary_trace_index
-
     text = ("répondre déjà " * (OVERSIZE_CHARS // 14 + 1))[:OVERSIZE_CHARS]
     records = []
     for n in range(OVERSIZE_RECORDS):
@@ -168,7 +165,7 @@ def test_sync_of_records_too_large_for_one_sample_request_holds_a_few_records(
         summary["nodes"][-1]["message"]["content"] = text + str(n)
         records.append(record)
     run = offline_run(records, name="oversize")
-    size = max(len(line) for line in _journal_lines(run))
+    size = max(len(line) for line in journal_lines(run))
     del records
 
     out = subprocess.run(
@@ -183,9 +180,3 @@ def test_sync_of_records_too_large_for_one_sample_request_holds_a_few_records(
     assert {f"oversize-{n}" for n in range(OVERSIZE_RECORDS)} <= set(prime_env.episodes)
     held = result["peak"] / size
     assert held <= OVERSIZE_BUDGET_RECORDS, f"sync held {held:.1f} records at its peak"
-
-
-def _journal_lines(run: Any) -> list[bytes]:
-    from _support import journal_lines
-
-    return journal_lines(run)
