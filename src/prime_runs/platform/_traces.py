@@ -29,7 +29,6 @@ from prime_traces import exceptions as pt_errors
 import prime_runs.platform._bodies as _bodies
 
 _GZIP_WBITS = 31  # a gzip member (header and trailer), not a zlib stream
-_CHUNK = 1024 * 1024  # small parts are compressed this many bytes at a time
 
 #: Private members of ``TracesAPIClient`` that ``UploadClient.upload_batch`` calls, with the
 #: parameters they take in the prime-traces versions pyproject.toml allows.
@@ -124,23 +123,9 @@ def compress_body(body: bytes | Sequence[bytes | memoryview], level: int) -> byt
     if isinstance(body, bytes):
         return _gzip.compress(body, compresslevel=level, mtime=0)
     compressor = _zlib.compressobj(level, _zlib.DEFLATED, _GZIP_WBITS)
-    out: list[bytes] = []
-    small: list[bytes | memoryview] = []
-    size = 0
-    for part in body:
-        if len(part) >= _CHUNK:
-            if small:
-                out.append(compressor.compress(b"".join(small)))
-                small, size = [], 0
-            out.append(compressor.compress(part))
-            continue
-        small.append(part)
-        size += len(part)
-        if size >= _CHUNK:  # a compress call per line would cost more than the join
-            out.append(compressor.compress(b"".join(small)))
-            small, size = [], 0
-    if small:
-        out.append(compressor.compress(b"".join(small)))
+    # In the pieces a request body is sent in: small lines joined a megabyte at a time (a
+    # compress call per line would cost more than the join), long ones sliced.
+    out = [compressor.compress(piece) for piece in _bodies.Body(list(body))]
     out.append(compressor.flush())
     return b"".join(out)
 
