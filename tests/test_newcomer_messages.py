@@ -11,6 +11,8 @@ import datetime
 import json
 import logging
 import os
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -148,3 +150,38 @@ def test_ls_leaves_out_a_summary_reward_too_large_for_a_float(episodes):
     assert ls.returncode == 0
     (row,) = [line for line in ls.stdout.splitlines() if line.startswith(run.id)]
     assert row.split()[5] == "-" and "inf" not in row
+
+
+_NO_KEY_SCRIPT = """
+import sys
+import prime_runs as pr
+mode = sys.argv[1] or None
+for name in ("first", "second"):
+    run = pr.init(name=name, environments=["gsm8k"], mode=mode)
+    print(run.mode, run.url)
+    run.finish()
+"""
+
+
+@pytest.mark.parametrize(
+    ("mode", "env_mode", "told"),
+    [("", None, True), ("offline", None, False), ("", "offline", False)],
+)
+def test_a_run_offline_for_want_of_a_key_says_so_once_on_stderr(tmp_path, mode, env_mode, told):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PRIME_")}
+    env.update(HOME=str(tmp_path), PRIME_RUNS_DIR=str(tmp_path / "archive"))
+    if env_mode:
+        env["PRIME_RUNS_MODE"] = env_mode
+    done = subprocess.run(
+        [sys.executable, "-c", _NO_KEY_SCRIPT, mode],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    assert done.stdout.split() == ["offline", "None", "offline", "None"]
+    notices = done.stderr.count("no API key found")
+    assert notices == (1 if told else 0), done.stderr
+    if told:
+        assert "PRIME_API_KEY" in done.stderr and "mode='offline'" in done.stderr

@@ -27,7 +27,15 @@ from prime_runs.platform._http import PlatformClient
 from prime_runs.platform.environments import coerce_environments, dataset_name
 from prime_runs.platform.evaluations import default_name
 from prime_runs.platform.lifecycle import OnlineLifecycle, Registration, RunDescription
-from prime_runs.settings import DIR_ENV, DISABLED, OFFLINE, ONLINE, Settings
+from prime_runs.settings import (
+    API_KEY_ENV,
+    DIR_ENV,
+    DISABLED,
+    MODE_ENV,
+    OFFLINE,
+    ONLINE,
+    Settings,
+)
 from prime_runs.status import RunStatus
 
 logger = logging.getLogger("prime_runs")
@@ -100,10 +108,30 @@ def resolve(opts: RunOptions) -> tuple[Settings, dict[str, Any], list[Any]]:
     )
     if settings.mode == DISABLED:
         return settings, {}, []
+    if settings.mode == OFFLINE and settings.api_key is None:
+        _say_offline_once(opts.mode)
     config = capture_config(opts.config)
     # Offline runs may name no environment; online ones are checked before registering.
     environments = coerce_environments(opts.environments) if opts.environments else []
     return settings, config, environments
+
+
+_offline_said = False
+
+
+def _say_offline_once(mode: str | None) -> None:
+    """A run offline only because no key was found says so once per process (0.1.4 warned
+    too): a key forgotten in CI would otherwise go unnoticed. Asking for offline is quiet."""
+    global _offline_said
+    if _offline_said or (mode or os.environ.get(MODE_ENV, "")).strip():
+        return
+    _offline_said = True
+    logger.warning(
+        "prime-runs: no API key found, so runs are kept offline in the local archive; to go "
+        "online set %s (or pass api_key=, or run `prime login`), or upload later with "
+        "`prime-runs sync`. Pass mode='offline' to silence this.",
+        API_KEY_ENV,
+    )
 
 
 def describe(
