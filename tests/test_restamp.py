@@ -1,73 +1,138 @@
-"""A record's run id replaced in its encoded bytes (``_records/restamp``): the one step the
-live delivery of a run registered late and ``prime-runs sync`` of an offline run share."""
+"""A record encoded under a run's local id, sent under the platform's (``_records/restamp``):
+the encoder says where it wrote the stamps (``encode(locate=True)``), the new id is written
+there, and nothing else of the record changes. The one step the live delivery of a run
+registered late and ``prime-runs sync`` of an offline run share."""
 
 from __future__ import annotations
 
 import json
+from typing import Any
 
-from prime_runs._records.jsonio import encode_record
+import pytest
+
+from prime_runs._records.encode import encode
+from prime_runs._records.item import RecordKey
 from prime_runs._records.restamp import Restamp
 
 LOCAL = "run-20260101-000000-abcd1234"
 PLATFORM = "eval_9f8e7d"
-STAMP = Restamp.between(LOCAL, PLATFORM)
+KEY = RecordKey("episode-1-abc.jsonl", 0)
 
 
-def record(**extra: object) -> bytes:
-    return encode_record(
-        {
-            "id": "ep-1",
-            "run": {"id": LOCAL, "type": "eval"},
-            "traces": [{"id": "tr-1", "run": {"id": LOCAL}}],
-            **extra,
-        }
-    )
+def record(quote: Any = None, **extra: Any) -> dict[str, Any]:
+    """An episode of two traces whose content quotes ``quote`` in many shapes."""
+    info = {} if quote is None else _quoting(quote)
+    return {
+        "id": "ep-1",
+        "info": info,
+        "traces": [
+            {"id": "tr-1", "agent": {"trainable": False}, "info": info, "run": {"name": quote}},
+            {"id": "tr-2", "timing": {"start": 1.0}, "info": {"nested": [info]}},
+        ],
+        **extra,
+    }
 
 
-def test_every_stamp_of_the_run_is_replaced() -> None:
-    # The live delivery's case: the record and each of its traces name the local id.
-    out = json.loads(STAMP(record()))
-    assert out["run"]["id"] == PLATFORM
-    assert out["traces"][0]["run"]["id"] == PLATFORM
+def _quoting(value: Any) -> dict[str, Any]:
+    return {
+        "ref": value,
+        "list": [value, "x"],
+        str(value): "a key",
+        "deep": {"id": value, "run": {"id": value}},
+        "text": f'prefix-{value} "{value}" \\"{value}\\"',
+    }
 
 
-def test_a_large_record_is_restamped_and_its_long_strings_kept() -> None:
-    # Sync's case: a record whose long strings are never decoded.
-    long = "x" * 200_000
-    data = record(prompt=long, ids=[LOCAL, "other"])
-    out = json.loads(STAMP(data))
-    assert out["prompt"] == long
-    assert out["ids"] == [PLATFORM, "other"]
-    assert out["run"]["id"] == PLATFORM
+def stamped(rec: dict[str, Any], run_id: str) -> dict[str, Any]:
+    out = json.loads(json.dumps(rec))
+    out["run"] = {"id": run_id, "type": "eval"}
+    for member in out["traces"]:
+        member["run"] = {**member.get("run", out["run"]), "id": run_id, "type": "eval"}
+    return out
 
 
-def test_an_id_inside_another_value_is_left_alone() -> None:
-    values = [
-        f"prefix-{LOCAL}",
-        f"{LOCAL}-suffix",
-        f"the run {LOCAL} said",
-        f'quoted "{LOCAL}" in text',
-        f'ends "{LOCAL}',
-    ]
-    data = record(notes=values, **{f"key-{LOCAL}": 1})
-    out = json.loads(STAMP(data))
-    assert out["notes"] == values
-    assert out[f"key-{LOCAL}"] == 1
-    assert out["run"]["id"] == PLATFORM
+def sent(rec: dict[str, Any], old: str = LOCAL, new: str = PLATFORM) -> tuple[Any, Any]:
+    """The record encoded under ``old`` and delivered under ``new``: the item sent."""
+    item = encode(rec, old, "eval", locate=True).for_delivery(None)
+    return item, Restamp.between(old, new).item(item)
 
 
-def test_a_record_without_the_id_is_the_same_object() -> None:
-    data = encode_record({"id": "ep-1", "run": {"id": "someone-else"}})
-    assert not STAMP.applies(data)
-    assert STAMP(data) is data
-    # The quoted id inside a longer string (after an escaped quote): looked at, kept.
-    quoting = encode_record({"notes": [f'see "{LOCAL}']})
-    assert STAMP.applies(quoting)
-    assert STAMP(quoting) is quoting
+@pytest.mark.parametrize("new", [PLATFORM, "e", "eval-" + "9" * 60])
+def test_only_the_stamps_change_whatever_the_content_quotes(new: str) -> None:
+    rec = record(LOCAL)
+    before, after = sent(rec, new=new)
+    assert json.loads(after.data) == stamped(rec, new)
+    assert after.stamps is None  # sent as it is from now on
+    # The sample row's summary trace is where the item says, after the id's length changed.
+    assert before.summary is not None and after.summary is not None
+    piece = after.data[after.summary.start : after.summary.end]
+    assert json.loads(piece) == stamped(rec, new)["traces"][after.summary.index]
 
 
-def test_ids_are_matched_as_the_encoder_spells_them() -> None:
-    # Non-ASCII is written raw, and a quote in an id escaped: the match follows the bytes.
-    stamp = Restamp.between('lokal-é"1', "platform-ü")
-    data = encode_record({"run": {"id": 'lokal-é"1'}})
-    assert json.loads(stamp(data)) == {"run": {"id": "platform-ü"}}
+def test_a_record_that_does_not_quote_the_id_needs_no_second_encode() -> None:
+    rec = record("someone-else")
+    encoded = encode(rec, LOCAL, "eval", locate=True)
+    assert not encoded.quotes_id and len(encoded.stamps or ()) == 3
+    assert encoded.data == encode(rec, LOCAL, "eval").data
+    _, after = sent(rec)
+    assert json.loads(after.data) == stamped(rec, PLATFORM)
+
+
+def test_a_quoting_record_is_encoded_to_the_same_bytes() -> None:
+    rec = record(LOCAL)
+    encoded = encode(rec, LOCAL, "eval", locate=True)
+    assert encoded.quotes_id and len(encoded.stamps or ()) == 3
+    assert encoded.data == encode(rec, LOCAL, "eval").data
+
+
+def test_a_record_whose_id_cannot_change_is_sent_as_it_is() -> None:
+    item = encode(record(LOCAL), PLATFORM, "eval").for_delivery(None)
+    assert item.stamps is None
+    assert Restamp.between(LOCAL, PLATFORM).item(item) is item
+
+
+@pytest.mark.parametrize("old", ['lokal-é"1', "a,b", "x\\y", ":"])
+def test_ids_the_encoder_cannot_count_are_located_all_the_same(old: str) -> None:
+    rec = record(old)
+    _, after = sent(rec, old=old, new="platform-ü")
+    assert json.loads(after.data) == stamped(rec, "platform-ü")
+
+
+def test_sync_finds_the_stamps_by_counting_when_the_content_does_not_quote_the_id() -> None:
+    rec = record("other")
+    data = encode(rec, LOCAL, "eval").data
+    line = Restamp.between(LOCAL, PLATFORM).line(KEY, data, json.loads(data))
+    assert line is not None and json.loads(line) == stamped(rec, PLATFORM)
+
+
+def test_sync_takes_the_journals_note_when_the_content_quotes_the_id() -> None:
+    rec = record(LOCAL)
+    encoded = encode(rec, LOCAL, "eval", locate=True)
+    assert encoded.stamps
+    restamp = Restamp.between(LOCAL, PLATFORM, {KEY: encoded.stamps})
+    line = restamp.line(KEY, encoded.data, json.loads(encoded.data))
+    assert line is not None and json.loads(line) == stamped(rec, PLATFORM)
+
+
+@pytest.mark.parametrize("size", [0, 5 * 1024 * 1024])
+def test_sync_of_an_unnoted_quoting_record_decodes_it_and_sets_only_the_stamps(size: int) -> None:
+    # A record an earlier version journaled (no note); a large one keeps its long strings.
+    rec = record(LOCAL, blob=f'{LOCAL} "{LOCAL}"' + "b" * size)
+    data = encode(rec, LOCAL, "eval").data
+    line = Restamp.between(LOCAL, PLATFORM).line(KEY, data, json.loads(data))
+    assert line is not None and json.loads(line) == stamped(rec, PLATFORM)
+
+
+def test_a_record_stamped_with_another_id_is_sent_as_journaled() -> None:
+    # Logged once the run was registered: its content may still quote the local id.
+    data = encode(record(LOCAL), PLATFORM, "eval").data
+    restamp = Restamp.between(LOCAL, PLATFORM)
+    assert restamp.line(KEY, data, json.loads(data)) is data
+
+
+def test_a_note_that_does_not_point_at_the_id_is_not_trusted() -> None:
+    rec = record(LOCAL)
+    data = encode(rec, LOCAL, "eval").data
+    restamp = Restamp.between(LOCAL, PLATFORM, {KEY: (0, 5)})
+    line = restamp.line(KEY, data, json.loads(data))
+    assert line is not None and json.loads(line) == stamped(rec, PLATFORM)

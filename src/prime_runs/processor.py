@@ -30,7 +30,6 @@ import prime_runs._runs.training as _training
 from prime_runs import semconv
 from prime_runs._delivery.provenance import from_resource
 from prime_runs._genai import GenAICollector
-from prime_runs._records.encode import encode
 from prime_runs._runs.emptyrun import warn_if_empty
 from prime_runs._runs.limits import (
     count_limit,
@@ -224,7 +223,7 @@ class RunProcessor(SpanProcessor):
         try:
             try:
                 record = json.loads(payload)
-                encoded = encode(record, state.run_id, state.identity.kind)
+                encoded = state.encode(record)
             except (ValueError, PrimeRunsError) as exc:
                 state.count_invalid(1)
                 limit = cut_by_limit(payload)

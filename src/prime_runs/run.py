@@ -15,7 +15,7 @@ import prime_runs._runs.compat014 as _compat
 import prime_runs._runs.exithooks as _exit
 import prime_runs._runs.training as _training
 from prime_runs import semconv
-from prime_runs._records.encode import EPISODE, encode
+from prime_runs._records.encode import EPISODE
 from prime_runs._runs.closeouts import CRASH_REASON
 from prime_runs._runs.config import CONFIG_SOURCE_KEY, ConfigSource
 from prime_runs._runs.emptyrun import warn_if_empty
@@ -250,7 +250,7 @@ class Run:
                     refuse_late(state, 1 + sum(1 for _ in iterator))
                     return
                 try:
-                    encoded = encode(record, state.run_id, state.identity.kind)
+                    encoded = state.encode(record)
                 except RecordError as exc:
                     refuse_bad(state, exc, "a record")
                     continue

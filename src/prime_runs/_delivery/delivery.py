@@ -14,7 +14,6 @@ through the same channel, within the caller's deadline.
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import secrets
 import threading
@@ -71,8 +70,8 @@ class Delivery:
         # Sinks attached later (a raw run span's run still registering): records wait in
         # the ledger for them meanwhile.
         self._expected: tuple[str, ...] = ()
-        # Records logged under the run's local id before it was registered are stamped
-        # with the platform's as they are sent.
+        # Records logged under the run's local id before it was registered are sent with
+        # the platform's in their stamps (``Item.stamps``).
         self._restamp: Restamp | None = None
         self._attached = threading.Event()
         self._turns: dict[str, threading.Lock] = {}  # see ``_turn``
@@ -200,13 +199,7 @@ class Delivery:
         restamp = self._restamp
         if restamp is None:
             return items
-        return [
-            # The summary trace is no longer where it was found: the row decodes it all.
-            dataclasses.replace(item, data=restamp(item.data), summary=None)
-            if restamp.applies(item.data)
-            else item
-            for item in items
-        ]
+        return [restamp.item(item) for item in items]
 
     def _deliver_claims(
         self, channel: Channel, claim: Callable[[], list[Item]], until: float

@@ -23,7 +23,6 @@ import prime_runs._genai.openinference as openinference
 from prime_runs._genai.episode import build
 from prime_runs._genai.logs import LogEvent
 from prime_runs._genai.reporting import RunReports
-from prime_runs._records.encode import encode
 from prime_runs.errors import PrimeRunsError
 from prime_runs.semconv import EPISODE_SPAN, RECORD, RECORD_KIND, RECORD_REF
 
@@ -193,7 +192,7 @@ class GenAICollector:
             where = f"{where} ({record['id']})"
             self._reports.report(state, where, [*problems, *self._problems(episode)])
             try:
-                encoded = encode(record, state.run_id, state.identity.kind)
+                encoded = state.encode(record)
             except PrimeRunsError as exc:
                 state.count_invalid(1)
                 state.report(f"{where} could not be recorded: {exc}")

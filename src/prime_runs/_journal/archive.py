@@ -10,6 +10,8 @@ Layout of one run (one folder per run, named by its id)::
       acks/<pid>-<nonce>.jsonl          {"s": sink, "f": segment, "o": [offsets]} per acked batch;
                                         "s" is "<sink>:rejected" / "<sink>:skipped" for records
                                         a sink settled without storing them (see ``settled_name``)
+      stamps/<pid>-<nonce>.jsonl        where a record's run stamps lie, for the few records
+                                        whose content names the run id too (``_stampnotes``)
       sync.json                         `prime-runs sync` progress for runs created offline
       inflight.json                     the live training run's sample-table object
                                         uploaded and not yet confirmed (for sync)
@@ -36,6 +38,7 @@ from pathlib import Path
 from typing import Any
 
 import prime_runs._journal.lease as _lease
+import prime_runs._journal.stampnotes as _stampnotes
 from prime_runs._journal.linereader import read_line
 from prime_runs._journal.nofollow import open_for_reading, open_in_run, segment_paths
 from prime_runs._records.item import RecordKey
@@ -158,7 +161,7 @@ class RunArchive:
         self._pid = os.getpid()
         self._nonce = secrets.token_hex(3)
         self._segments: dict[str, _Appender] = {}
-        self._acks: _Appender | None = None
+        self._side: dict[str, _Appender] = {}  # per folder (acks, stamps): this process's file
         self._files = 0  # appenders opened by this process, for fresh names after a failure
         self._leased: list[str] = []  # segments of this process whose lease it holds
 
@@ -211,7 +214,7 @@ class RunArchive:
             self._pid = os.getpid()
             self._nonce = secrets.token_hex(3)
             self._segments = {}
-            self._acks = None
+            self._side = {}
             self._files = 0
             self._leased = []
             self._lock = threading.Lock()
@@ -256,16 +259,26 @@ class RunArchive:
             json.dumps({"s": sink, "f": seg, "o": offs}, separators=(",", ":")).encode() + b"\n"
             for seg, offs in by_segment.items()
         )
+        self._write_side(ACKS_DIR, lines)
+
+    def note_stamps(self, key: RecordKey, stamps: tuple[int, ...]) -> None:
+        """Note where the run stamps of the record at ``key`` lie (see ``_stampnotes``)."""
+        self._write_side(_stampnotes.STAMPS_DIR, _stampnotes.note_line(key, stamps))
+
+    def _write_side(self, directory: str, lines: bytes) -> None:
+        """Append whole lines to this process's file of ``directory``."""
         self._check_process()
         with self._lock:
-            if self._acks is None:
-                self._acks = _Appender(self.path, self._new_name(ACKS_DIR, ""))
+            side = self._side.get(directory)
+            if side is None:
+                (self.path / directory).mkdir(exist_ok=True)  # stamps/: made when first needed
+                side = self._side[directory] = _Appender(self.path, self._new_name(directory, ""))
             try:
-                self._acks.write(lines)
+                side.write(lines)
             except OSError:
-                if self._acks.broken:
-                    self._acks.close()
-                    self._acks = None
+                if side.broken:
+                    side.close()
+                    del self._side[directory]
                 raise
 
     def close(self, *, linger: bool = False) -> None:
@@ -273,12 +286,10 @@ class RunArchive:
         is in flight any more), or with ``linger`` keep them a while (a request of theirs
         may still land: see ``_lease``); a later append or ack opens fresh files."""
         with self._lock:
-            for segment in self._segments.values():
-                segment.close()
-            if self._acks is not None:
-                self._acks.close()
+            for appender in (*self._segments.values(), *self._side.values()):
+                appender.close()
             self._segments = {}
-            self._acks = None
+            self._side = {}
             leased, self._leased = self._leased, []
         if linger:
             _lease.linger(self.path, leased)
@@ -347,6 +358,10 @@ class RunArchive:
                 data = os.pread(fd, size, offset)
                 if len(data) == size and os.pread(fd, 1, offset + size) == b"\n":
                     yield RecordKey(segment, offset), data
+
+    def noted_stamps(self) -> dict[RecordKey, tuple[int, ...]]:
+        """Where the journal noted a record's run stamps (see ``_stampnotes``)."""
+        return _stampnotes.read_notes(self.path / _stampnotes.STAMPS_DIR)
 
     def acknowledged(self) -> dict[str, set[RecordKey]]:
         """Sink name -> keys it acknowledged."""

@@ -60,10 +60,19 @@ class Journal:
         self.segments.add(key.segment)
         if self._failing:
             self._append_resumed()
+        if encoded.quotes_id and encoded.stamps:
+            self._note_stamps(key, encoded.stamps)
         if self.skipped_by and encoded.kind == EPISODE:
             for sink in self.skipped_by:
                 self._ack(settled_name(sink, SKIPPED), sink, [key])
         return key
+
+    def _note_stamps(self, key: RecordKey, stamps: tuple[int, ...]) -> None:
+        # For `prime-runs sync`, which cannot tell these stamps from the content by counting.
+        try:
+            self.archive.note_stamps(key, stamps)
+        except OSError as exc:  # sync then decodes and encodes the record to restamp it
+            logger.debug("prime-runs: could not note a record's stamps: %s", exc)
 
     def _append_failed(self, encoded: Encoded, exc: OSError, online: bool) -> None:
         self._counters.count("unjournaled")

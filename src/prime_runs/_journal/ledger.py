@@ -11,6 +11,10 @@ delivers what the queue dropped without reading the whole journal. A burst there
 costs about fourteen bytes a record beyond the bytes kept in memory, and a claim reads back
 at most its byte budget (or one record larger than it).
 
+A record whose run id may still change (a raw ``run`` span's run, registering) also has
+where its stamps lie (``Item.stamps``), kept beside the journal key of one not held in
+memory: only for the few seconds a registration takes.
+
 Without a journal the bytes are the only copy: a record that does not fit the bound is
 refused (``add`` returns None) and counted as dropped by the caller.
 """
@@ -83,6 +87,7 @@ class Ledger:
         self._busy: dict[str, set[int]] = {s: set() for s in self._sinks}
         self._live: dict[str, set[int]] = {s: set() for s in self._sinks}
         self._recent: OrderedDict[int, Item] = OrderedDict()  # see RECENT_BYTES
+        self._stamps: dict[int, tuple[int, ...]] = {}  # of records held as a journal key
         self._recent_bytes = 0
 
     def add(self, item: Item, *, sinks: Iterable[str]) -> int | None:
@@ -107,6 +112,8 @@ class Ledger:
             else:
                 assert isinstance(item.key, RecordKey)
                 self._lite.append(self._pack(item.key, item.exact))
+                if item.stamps is not None:
+                    self._stamps[ref] = item.stamps
             self._sizes.append(min(size, _MAX_SIZE))
             for sink in self._sinks:
                 flag = sink in wanted and sink not in self._closed
@@ -215,7 +222,7 @@ class Ledger:
         One that cannot be read stays claimed: counted as not sent at finish, and pending
         for ``prime-runs sync``."""
         assert self._archive is not None
-        by_segment: dict[str, dict[int, tuple[int, bool, int]]] = {}
+        by_segment: dict[str, dict[int, tuple[int, bool, int, tuple[int, ...] | None]]] = {}
         items: list[Item] = []
         with self._cond:
             for ref, packed in lite:
@@ -227,14 +234,15 @@ class Ledger:
                 segment = segments[packed >> _OFFSET_BITS]
                 offset = packed & ((1 << _OFFSET_BITS) - 1)
                 size = self._sizes[ref - self._base]
-                by_segment.setdefault(segment, {})[offset] = (ref, exact, size)
+                stamps = self._stamps.get(ref)
+                by_segment.setdefault(segment, {})[offset] = (ref, exact, size, stamps)
         read: list[Item] = []
         for segment, refs in by_segment.items():
             try:
                 sized = [(offset, entry[2]) for offset, entry in refs.items()]
                 for key, data in self._archive.read_many(segment, sized):
-                    ref, exact, _size = refs[key.offset]
-                    read.append(_recovered(data, key, ref, exact))
+                    ref, exact, _size, stamps = refs[key.offset]
+                    read.append(_recovered(data, key, ref, exact, stamps))
             except OSError as exc:
                 logger.warning("prime-runs: could not read records back from the journal: %s", exc)
         self._remember(read)
@@ -287,6 +295,7 @@ class Ledger:
         item = self._held.pop(ref, None)
         if item is not None:
             self._held_bytes -= len(item.data)
+        self._stamps.pop(ref, None)
 
     def _advance(self, sink: str) -> None:
         """Move ``sink``'s low mark past settled records; drop slots no sink needs."""
@@ -368,11 +377,13 @@ class Ledger:
         self.taken_over = dict.fromkeys(self._sinks, 0)
 
 
-def _recovered(data: bytes, key: RecordKey, ref: int, exact: bool) -> Item:
+def _recovered(
+    data: bytes, key: RecordKey, ref: int, exact: bool, stamps: tuple[int, ...] | None
+) -> Item:
     """A record read back from the journal, with what was found at log time found again."""
     record, _problem = parse_head(data, exact=exact)  # its long strings are not needed
     if record is None:
         return Item("trace", data, key, None, None, None, ref)  # the sink rejects it
     kind = kind_of(record)
     problem = traces_problem(kind, record)
-    return Item(kind, data, key, problem, record_id(record), None, ref, exact)
+    return Item(kind, data, key, problem, record_id(record), None, ref, exact, stamps=stamps)

@@ -16,7 +16,7 @@ from typing import BinaryIO
 
 from prime_runs.errors import JournalError
 
-_RECORD_DIRS = ("records", "acks")
+_RECORD_DIRS = ("records", "acks", "stamps")
 
 
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)

@@ -4,20 +4,36 @@ A record is encoded exactly once, on the producer's thread, already stamped
 with the run (design §4.4): the journal, the Prime Traces line and the v0
 sample row all reuse these bytes, and the producer may mutate its object as
 soon as ``log_episodes`` returns.
+
+A run whose id may still change (offline, or a raw ``run`` span's run not registered yet)
+sends its records later under the platform's id. Only the stamps may change then, and a
+producer may quote the id anywhere in its content, so the encoder says where it wrote them
+(``Encoded.stamps``, :func:`stamp_sites`): ``_records/restamp`` rewrites those bytes only.
 """
 
 from __future__ import annotations
 
+import functools
+import re
+import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, is_dataclass
 from typing import Any
 
 from prime_runs._records.item import Item, RecordKey, Summary
-from prime_runs._records.jsonio import LARGE_DECODE, encode_record_marked
+from prime_runs._records.jsonio import LARGE_DECODE, encode_json, encode_record_marked
 from prime_runs.errors import RecordError
 
 EPISODE = "episode"
 TRACE = "trace"
+
+# A run id whose JSON string can be counted in a record's bytes (see ``stamp_sites``): no
+# quote or backslash inside, and no character JSON writes between two strings.
+_COUNTABLE = re.compile(rb'"[A-Za-z0-9._~-]+"')
+# Stamped in place of the run id when the content names the id too: random per process,
+# so no content holds it (checked all the same).
+_SENTINEL_ID = f"prime-runs-stamp-{uuid.uuid4().hex}"
+_SENTINEL = encode_json(_SENTINEL_ID)
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,6 +48,10 @@ class Encoded:
     owned: bool = False  # ``record`` came from to_record(): nobody else holds it
     exact: bool = False  # orjson wrote ``data``: it decodes exactly without a scan (see _json)
     summary: Summary | None = None  # where the summary trace lies in ``data`` (sample row)
+    # Where ``data`` holds the run id's stamps (offsets of its JSON string), when the run's
+    # id may change (``encode(locate=True)``); ``()`` when they could not be told apart.
+    stamps: tuple[int, ...] | None = None
+    quotes_id: bool = False  # the content names the run id too (the journal notes ``stamps``)
 
     def for_delivery(self, key: RecordKey | None) -> Item:
         """The record as the run's delivery holds it (``Delivery.hand``): the decoded
@@ -50,6 +70,7 @@ class Encoded:
             None,
             self.exact,
             self.summary,
+            self.stamps,
         )
 
 
@@ -102,7 +123,7 @@ def stamp(record: Mapping[str, Any], run_id: str, run_type: str) -> tuple[dict[s
     run, replaced = _stamp_run(record.get("run"), run_id, run_type)
     copy["run"] = run
     traces = record.get("traces")
-    if isinstance(traces, list):
+    if isinstance(traces, (list, tuple)):  # a tuple is written as a JSON array too
         members = []
         for member in traces:
             if isinstance(member, Mapping):
@@ -121,15 +142,90 @@ def stamp(record: Mapping[str, Any], run_id: str, run_type: str) -> tuple[dict[s
     return copy, replaced
 
 
-def encode(record: object, run_id: str, run_type: str) -> Encoded:
-    """Encode one record for every sink. Raises ``RecordError`` for bad input."""
+def stamp_count(record: Mapping[str, Any]) -> int:
+    """How many run stamps :func:`stamp` writes into ``record``: the envelope's and each
+    mapping member's."""
+    traces = record.get("traces")
+    if not isinstance(traces, (list, tuple)):
+        return 1
+    # ``dict`` first: the abstract class's check costs several times more.
+    return 1 + sum(1 for m in traces if m.__class__ is dict or isinstance(m, Mapping))
+
+
+def stamp_sites(data: bytes, quoted: bytes, expected: int) -> tuple[int, ...] | None:
+    """Where ``data`` holds ``quoted`` (a run id as a JSON string) when it holds it exactly
+    ``expected`` times; None otherwise, or when the id cannot be counted.
+
+    For bytes holding ``expected`` stamps of that id, the occurrences are then the stamps:
+    each stamp is one, and occurrences never overlap or hide one another (an id of
+    ``_COUNTABLE`` characters cannot begin or end between two JSON strings). Any other
+    occurrence (a value, a key, the id after an escaped quote) makes the count differ."""
+    if not _countable(quoted):
+        return None
+    sites: list[int] = []
+    find = data.find
+    at = find(quoted)
+    while at >= 0:
+        if len(sites) == expected:
+            return None
+        sites.append(at)
+        at = find(quoted, at + len(quoted))
+    return tuple(sites) if len(sites) == expected else None
+
+
+@functools.lru_cache(maxsize=16)
+def _countable(quoted: bytes) -> bool:
+    return _COUNTABLE.fullmatch(quoted) is not None
+
+
+@functools.lru_cache(maxsize=16)
+def _quoted(run_id: str) -> bytes:
+    return encode_json(run_id)
+
+
+def _located(
+    mapping: Mapping[str, Any], encoded: tuple[bytes, bool], run_id: str, run_type: str
+) -> tuple[bytes, bool, tuple[int, ...], bool]:
+    """The record's ``(data, exact)`` with where its stamps lie, and whether its content
+    names the id too. Usually the id occurs only as the stamps. When the content names it,
+    the record is encoded again with a stamp no content holds, and the id is written where
+    that stamp lies: the same bytes, with the stamps known."""
+    data, exact = encoded
+    quoted = _quoted(run_id)
+    expected = stamp_count(mapping)
+    sites = stamp_sites(data, quoted, expected)
+    if sites is not None:
+        return data, exact, sites, False
+    marked, exact = encode_record_marked(stamp(mapping, _SENTINEL_ID, run_type)[0])
+    found = stamp_sites(marked, _SENTINEL, expected)
+    if found is None:  # cannot happen; the delivery then decodes the record to restamp it
+        return data, encoded[1], (), True
+    parts: list[bytes | memoryview] = []
+    view = memoryview(marked)
+    shift = len(quoted) - len(_SENTINEL)
+    last = 0
+    for at in found:
+        parts += (view[last:at], quoted)
+        last = at + len(_SENTINEL)
+    parts.append(view[last:])
+    stamps = tuple(at + n * shift for n, at in enumerate(found))
+    return b"".join(parts), exact, stamps, True
+
+
+def encode(record: object, run_id: str, run_type: str, *, locate: bool = False) -> Encoded:
+    """Encode one record for every sink. Raises ``RecordError`` for bad input.
+    ``locate``: the run's id may change; find where the stamps lie (``Encoded.stamps``)."""
     mapping = to_mapping(record)
     stamped, replaced = stamp(mapping, run_id, run_type)
+    stamps: tuple[int, ...] | None = None
+    quotes_id = False
     try:
         data, exact = encode_record_marked(stamped)
         # orjson's buffer has room to spare (about 1.6x on these records); the ledger may
         # hold thousands of records, so they are kept at their exact size.
         data = bytes(memoryview(data))
+        if locate:
+            data, exact, stamps, quotes_id = _located(mapping, (data, exact), run_id, run_type)
     except RecursionError as exc:
         raise RecordError(
             "record is nested too deeply to encode as JSON here (past Python's recursion "
@@ -157,7 +253,7 @@ def encode(record: object, run_id: str, run_type: str) -> Encoded:
     # background threads share the producer's GIL, so the saving is the producer's too.
     wanted = exact and problem is None and run_type != "train"
     summary = summary_of(stamped, data) if wanted else None
-    return Encoded(kind, data, mapping, replaced, problem, owned, exact, summary)
+    return Encoded(kind, data, mapping, replaced, problem, owned, exact, summary, stamps, quotes_id)
 
 
 def summary_of(stamped: Mapping[str, Any], data: bytes) -> Summary | None:

@@ -41,7 +41,10 @@ class Item:
     mapping: Any = None
     ref: int | None = None  # the run's handle for the record in flight (see ``_ledger``)
     exact: bool = False  # orjson wrote ``data``: decoding it needs no scan (see ``_json``)
-    summary: Summary | None = None  # for the sample row; only while ``data`` is as encoded
+    summary: Summary | None = None  # for the sample row: where it lies in ``data``
+    # Where ``data`` holds the run id's stamps, when the run's id may change before it is
+    # sent (``_records/restamp``); None when it cannot, ``()`` when they are not known.
+    stamps: tuple[int, ...] | None = None
 
 
 @dataclass

@@ -117,7 +117,7 @@ def open_raw(opts: _open.RunOptions) -> RunState | None:
     description = _open.describe(opts, config, environments, ONLINE)
     description["name"] = opts.name or default_name(dataset_name(environments), opts.framework)
     state = RunState(
-        Identity(local_id, description["name"], ONLINE),
+        Identity(local_id, description["name"], ONLINE, local=True),
         description=description,
         config=config,
         archive=_open.online_archive(opts, root, local_id, description),

@@ -18,7 +18,7 @@ import prime_runs._runs.rerun as _retry
 from prime_runs._delivery.delivery import Delivery
 from prime_runs._journal.archive import RunArchive
 from prime_runs._journal.journal import Journal
-from prime_runs._records.encode import Encoded
+from prime_runs._records.encode import Encoded, encode
 from prime_runs._records.item import Outcome
 from prime_runs._runs.accounting import Counters
 from prime_runs._runs.finish_sequence import FinishSequence
@@ -26,7 +26,7 @@ from prime_runs._runs.latch import Pending
 from prime_runs._runs.loggate import LogGate
 from prime_runs._runs.reporting import Reporter
 from prime_runs.metrics import SummaryAccumulator
-from prime_runs.settings import OFFLINE
+from prime_runs.settings import OFFLINE, ONLINE
 from prime_runs.status import RunStatus
 
 logger = logging.getLogger("prime_runs")
@@ -44,6 +44,13 @@ class Identity:
     mode: str
     url: str | None = None
     kind: str = "eval"
+    local: bool = False  # an online run's local id, until the platform registers the run
+
+    @property
+    def may_change(self) -> bool:
+        """Whether records stamped with this id may be sent under another (the platform's,
+        once it registers the run): the encoder then says where the stamps lie."""
+        return self.mode != ONLINE or self.local
 
 
 class RunState(FinishSequence):
@@ -136,6 +143,12 @@ class RunState(FinishSequence):
 
     def count_invalid(self, records: int) -> None:
         self.counters.count("invalid", records)
+
+    def encode(self, record: object) -> Encoded:
+        """``record`` encoded for every sink, stamped with the run's id as it is now.
+        Raises ``RecordError`` for bad input."""
+        identity = self.identity  # read once: a registration may replace it meanwhile
+        return encode(record, identity.run_id, identity.kind, locate=identity.may_change)
 
     def ingest(self, encoded: Encoded, *, origin: tuple[int, int] | None = None) -> None:
         """Journal a record, account it in the summary, and hand it to every sink.

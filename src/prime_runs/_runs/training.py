@@ -32,6 +32,10 @@ from prime_runs.platform.training import RUN_KINDS, TRAIN, TrainingPlatform, Tra
 
 logger = logging.getLogger("prime_runs")
 
+# Where a row's body (``{"run_id": ..., "metrics": ...}``) holds its run id: a raw span's
+# run sends the rows held while it registered with the platform's id there.
+_ROW_STAMPS = (len(b'{"run_id":'),)
+
 
 def check_kind(kind: object, training: object) -> None:
     """``kind=`` and ``training=`` of ``init()``: ConfigurationError before anything."""
@@ -102,7 +106,8 @@ class TrainingSide:
             self.logged += 1
         if self.delivery.online:  # its sink, or the one expected once registered
             label = f"metrics row (step {step})"
-            if not self.delivery.hand(Item(KIND, body, seq, None, label)):  # type: ignore[arg-type]
+            item = Item(KIND, body, seq, None, label, stamps=_ROW_STAMPS)  # type: ignore[arg-type]
+            if not self.delivery.hand(item):
                 self._state.counters.count_sink("failed", SINK_NAME, 1)
 
     def _settled(self, channel: Any, outcome: Outcome) -> None:

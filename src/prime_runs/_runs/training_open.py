@@ -161,7 +161,7 @@ def _open_raw_training(opts: RunOptions) -> RunState | None:
     description["name"] = name = opts.name or f"train-{local_id}"
     archive = online_archive(opts, archive_root(opts.dir), local_id, description)
     state = RunState(
-        Identity(local_id, name, ONLINE, None, TRAIN),
+        Identity(local_id, name, ONLINE, None, TRAIN, local=True),
         description=description,
         config=config,
         archive=archive,

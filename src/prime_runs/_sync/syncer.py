@@ -43,6 +43,7 @@ from prime_runs._progress import Progress
 from prime_runs._records.encode import kind_of
 from prime_runs._records.item import Item, Outcome
 from prime_runs._records.lines import parse_head
+from prime_runs._records.restamp import Restamp
 from prime_runs._runs.register_once import register
 from prime_runs._sync.close import close_run, late_records
 from prime_runs._sync.outgoing import outgoing
@@ -255,8 +256,9 @@ class _Syncer:
     ) -> None:
         chunks: dict[str, list[Item]] = {sink: [] for sink in sinks}
         sizes = dict.fromkeys(sinks, 0)
-        run_type = str(self.desc.get("kind") or "eval")
-        stamp = eval_id if restamp else None
+        stamp = None
+        if restamp:
+            stamp = Restamp.between(self.info.run_id, eval_id, self.archive.noted_stamps())
         for key, _kind, data in self.archive.iter_records():
             wanted = [s for s in sinks if key not in done[s]]
             if not wanted:
@@ -264,7 +266,7 @@ class _Syncer:
             if key.segment in self.busy:  # another process may have it in flight
                 self.left += 1
                 continue
-            item, sample_id, why = outgoing(key, data, self.info.run_id, stamp, run_type)
+            item, sample_id, why = outgoing(key, data, stamp)
             del data  # a restamped record is a copy: the journal's bytes need not live on
             if item is None:
                 for sink in wanted:
