@@ -1,8 +1,9 @@
 """Zero code on a plain ``opentelemetry-distro`` install (issue 23): every command the docs
-show runs as written, offline and against the stand-in, and prints nothing on stderr (offline: the one line that says no key was found); the
-run is recorded; and when OpenTelemetry's setup fails, prime-runs says so at exit. Real
-``opentelemetry-instrument`` subprocesses (the dev extra installs the distro without the
-OTLP exporters, as a plain install has it)."""
+show runs as written, offline and against the stand-in, and prints nothing on stderr but,
+offline, the one line that says no key was found; the run is recorded; and when
+OpenTelemetry's setup fails, prime-runs says so at exit. Real ``opentelemetry-instrument``
+subprocesses (the dev extra installs the distro without the OTLP exporters, as a plain
+install has it)."""
 
 from __future__ import annotations
 
