@@ -30,6 +30,7 @@ import prime_runs._runs.training as _training
 from prime_runs import semconv
 from prime_runs._delivery.provenance import from_resource
 from prime_runs._genai import GenAICollector
+from prime_runs._late_starts import LateStarts
 from prime_runs._records.encode import encode
 from prime_runs._runs.emptyrun import warn_if_empty
 from prime_runs._runs.limits import (
@@ -87,6 +88,7 @@ class RunProcessor(SpanProcessor):
             weakref.WeakKeyDictionary()
         )
         self._genai = GenAICollector()  # GenAI spans under a run become episodes
+        self._late = LateStarts()
 
     # -- lookups -----------------------------------------------------------------------
 
@@ -117,6 +119,7 @@ class RunProcessor(SpanProcessor):
                 state = self._join(parent_context)
             if state is not None:
                 _MEMBER_SPANS[_key(span.context)] = state
+                self._late.member_started(state, span, self._genai.episode_of, parent.span_id)
                 if not _sdk_record_span(span):  # never a GenAI episode, even if its attributes
                     self._genai.on_start(span, state, run is not None)  # are cut
         except Exception:
@@ -184,6 +187,7 @@ class RunProcessor(SpanProcessor):
             if state is None:
                 return
         state.span = span
+        self._late.run_started(state, span)  # processors added later are shown its start
         note_run_started(span.context.trace_id)  # prime_runs.sampler() keeps its spans
         _exit.track_state(state)  # reset in forked children, drained there at exit
         with self._lock:
