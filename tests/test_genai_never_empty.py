@@ -148,3 +148,24 @@ def test_a_processor_added_after_the_run_started_is_shown_the_starts_it_missed(
             tracer.start_span("chat m", attributes=CHAT).end()
     assert late.started == ["run", "episode", "chat m", "episode", "chat m"]
     assert [len(r["traces"][0]["calls"]) for r in episodes(isolated_env)] == [1, 1]
+
+
+def test_an_unnamed_agent_span_around_a_named_one_makes_no_empty_trace(
+    isolated_env: Path,
+) -> None:
+    # The Agents SDK's workflow span (an AGENT span with no name) around the agent's.
+    tracer_provider = provider()
+    tracer = tracer_provider.get_tracer("agents")
+    workflow = {"openinference.span.kind": "AGENT"}
+    agent = {"openinference.span.kind": "AGENT", "agent.name": "adder"}
+    with tracer.start_as_current_span("run", attributes=RUN_ATTRS):
+        with tracer.start_as_current_span("episode"):
+            with tracer.start_as_current_span("Agent workflow", attributes=workflow):
+                with tracer.start_as_current_span("adder", attributes=agent):
+                    tracer.start_span("chat m", attributes=CHAT).end()
+            pr.record_score("correct", 1.0)
+    tracer_provider.force_flush()
+    (record,) = episodes(isolated_env)
+    (trace,) = record["traces"]
+    assert trace["agent"]["name"] == "adder"
+    assert trace["rewards"]["correct"]["score"] == 1.0

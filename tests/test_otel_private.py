@@ -100,3 +100,15 @@ def test_span_processors_names_the_providers_processors_as_they_grow() -> None:
     span.end()
     assert multi is not None and again is multi
     assert after == (*before, added)
+
+
+def test_provider_processors_names_what_was_added() -> None:
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    from prime_runs._otel_private import provider_processors
+
+    provider = TracerProvider()
+    added = SimpleSpanProcessor(InMemorySpanExporter())
+    provider.add_span_processor(added)
+    assert provider_processors(provider) == (added,)

@@ -141,3 +141,26 @@ def test_a_provider_refused_as_the_global_one_is_named_with_the_fix(tmp_path: Pa
     (line,) = lines
     assert "othertool set up a TracerProvider of its own" in line
     assert "provider.add_span_processor(pr.RunProcessor())" in line
+
+
+def test_a_tools_batching_processor_on_the_runs_global_provider_is_flushed_at_exit(
+    tmp_path: Path,
+) -> None:
+    # MLflow's unified mode adds a batching OTLP processor to the global SDK provider.
+    done = _run(tmp_path, """
+        from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter
+        from opentelemetry.sdk.trace.export import SpanExportResult
+
+        class Printing(SpanExporter):
+            def export(self, spans):
+                print(*(s.name for s in spans), flush=True)
+                return SpanExportResult.SUCCESS
+
+        run = pr.init(name="flush", environments=["e"], mode="offline", dir=ROOT)
+        with run:
+            trace.get_tracer_provider().add_span_processor(
+                BatchSpanProcessor(Printing(), schedule_delay_millis=600_000)
+            )
+            episode(trace.get_tracer("app"), "a")
+    """)  # fmt: skip
+    assert done.stdout.split() == ["chat", "m", "episode", "run"]

@@ -16,6 +16,8 @@ used, each checked by ``tests/test_otel_private.py`` (which fails if a release c
   ``_span_processor``, the provider's multi-processor, and its ``_span_processors`` tuple,
   which grows as processors are added). A processor added after a run span started never
   saw it start; some (MLflow's) then fail on every span under it (``_late_starts``).
+  ``provider_processors``: the same tuple from the provider (its ``_active_span_processor``),
+  to flush other tools' processors on our provider at exit (``_providers``).
 
 One more is private by OpenTelemetry's own naming rather than by choice: the logs signal
 (``opentelemetry._logs``, ``opentelemetry.sdk._logs``), still named as experimental in every
@@ -65,3 +67,10 @@ def span_processors(span: object) -> tuple[object, tuple[Any, ...]]:
     multi = getattr(span, "_span_processor", None)
     found = getattr(multi, "_span_processors", ())
     return multi, found if isinstance(found, tuple) else ()
+
+
+def provider_processors(provider: object) -> tuple[Any, ...]:
+    """The processors added to an SDK ``provider`` (its ``_active_span_processor``'s)."""
+    multi = getattr(provider, "_active_span_processor", None)
+    found = getattr(multi, "_span_processors", ())
+    return found if isinstance(found, tuple) else ()

@@ -18,6 +18,7 @@ land:
 
 from __future__ import annotations
 
+import atexit
 import logging
 import os
 import sys
@@ -29,6 +30,7 @@ from opentelemetry import trace
 from opentelemetry.sdk.trace import TracerProvider
 
 import prime_runs._runs.exithooks as _exit
+from prime_runs._otel_private import provider_processors
 from prime_runs._records.ids import ID_GENERATOR
 from prime_runs.processor import RunProcessor
 from prime_runs.sampling import sampler, warn_once
@@ -38,6 +40,7 @@ logger = logging.getLogger("prime_runs")
 # Public attributes under which a wrapping provider keeps the SDK provider it forwards to.
 WRAPPED = ("provider", "tracer_provider")
 MAX_WRAPPING = 4
+EXIT_FLUSH_MILLIS = 10_000  # at exit, for the processors others added to ours
 
 _lock = threading.Lock()
 _processors: weakref.WeakKeyDictionary[TracerProvider, RunProcessor] = weakref.WeakKeyDictionary()
@@ -115,6 +118,20 @@ def enter_run() -> None:
     if isinstance(current, trace.ProxyTracerProvider) and _private is not None:
         if _private_pid == os.getpid():
             trace.set_tracer_provider(_private)
+            # As the global provider, others' processors may batch on it: flushed at exit
+            # as an SDK provider's are (it is made with shutdown_on_exit=False: closing runs
+            # is the exit hook's, not a shutdown's).
+            atexit.register(_flush_others, _private)
+
+
+def _flush_others(provider: TracerProvider) -> None:
+    """Flush the processors other tools added to ``provider`` (not the run processor)."""
+    for processor in provider_processors(provider):
+        if not isinstance(processor, RunProcessor):
+            try:
+                processor.force_flush(EXIT_FLUSH_MILLIS)
+            except Exception:  # their processor: never fatal at exit
+                logger.debug("prime-runs: flushing a processor at exit failed", exc_info=True)
 
 
 # -- a provider OpenTelemetry refused as the global one ----------------------------------

@@ -170,6 +170,17 @@ def _walk(
     return walk
 
 
+def _drop_empty_agents(
+    builders: dict[str, TraceBuilder], members: dict[str, list[ReadableSpan]]
+) -> None:
+    """An agent span with no call or message of its own (the Agents SDK's workflow span,
+    unnamed, around the named agent) makes no trace when another agent's trace has some."""
+    empty = [agent for agent, b in builders.items() if not b.calls and not b.nodes]
+    if len(empty) < len(builders):
+        for agent in empty:
+            del builders[agent], members[agent]
+
+
 def build(
     root: ReadableSpan,
     spans: Sequence[ReadableSpan],
@@ -191,6 +202,7 @@ def build(
             problems.append(unmapped.explain(spans))
     elif root.name == EPISODE_SPAN and _is_call(root):
         problems.append(WRITTEN_ON_EPISODE)
+    _drop_empty_agents(builders, members)
     if not builders:  # an episode span with no GenAI work under it: one empty trace
         builders[root_agent] = TraceBuilder()
         members[root_agent] = [root]
