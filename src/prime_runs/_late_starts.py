@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import logging
 import threading
-import weakref
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
@@ -33,14 +32,18 @@ class LateStarts:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._seen: weakref.WeakKeyDictionary[RunState, tuple[object, int]] = (
-            weakref.WeakKeyDictionary()
-        )
+        # By id(state), from its run span's start to its end (a plain dict: this is read on
+        # every span start under a run).
+        self._seen: dict[int, tuple[object, int]] = {}
 
     def run_started(self, state: RunState, span: Span) -> None:
         multi, found = span_processors(span)
         with self._lock:
-            self._seen[state] = (multi, len(found))
+            self._seen[id(state)] = (multi, len(found))
+
+    def run_ended(self, state: RunState) -> None:
+        with self._lock:
+            self._seen.pop(id(state), None)
 
     def member_started(
         self,
@@ -52,15 +55,15 @@ class LateStarts:
         """``span`` starts under ``state``'s run; ``episode_of(parent_id)``: the episode open
         around it. Costs two lookups unless the provider gained processors."""
         multi, found = span_processors(span)
-        seen = self._seen.get(state)
+        seen = self._seen.get(id(state))
         # Only the run span's own provider: another never shows its processors its end.
         if seen is None or seen[0] is not multi or len(found) <= seen[1]:
             return
         with self._lock:
-            seen = self._seen.get(state)
+            seen = self._seen.get(id(state))
             if seen is None or len(found) <= seen[1]:
                 return  # another thread got here first
-            self._seen[state] = (multi, len(found))
+            self._seen[id(state)] = (multi, len(found))
         missed = [
             s for s in (state.span, episode_of(parent_id)) if isinstance(s, Span) and s is not span
         ]

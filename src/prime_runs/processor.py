@@ -135,6 +135,7 @@ class RunProcessor(SpanProcessor):
                     state = self._runs.pop(context.span_id, None)
                     _RUN_SPANS.pop(_key(context), None)
                 if state is not None:
+                    self._late.run_ended(state)
                     note_run_ended(context.trace_id)
                     self._ingest_events(state, span)  # before the run closes
                     self._genai.on_run_end(state)
