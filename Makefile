@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test test-oldest-otel lint e2e e2e-ray bench online-demo clean browser
+.PHONY: demo test test-oldest-otel test-integrations lint e2e e2e-ray bench online-demo clean browser
 
 # The report's browser tests drive Debian's Chromium (a downloaded browser build cannot be
 # fetched here). Installed once when missing; where it cannot be installed (no root, no apt)
@@ -31,12 +31,12 @@ browser:
 	    chromium >/dev/null 2>&1; } || echo "could not install chromium: the browser tests will skip"
 
 test: $(STAMP) browser
-	$(BIN)/ruff check src tests examples bench e2e
+	$(BIN)/ruff check src tests examples bench e2e integrations
 	$(BIN)/python -m pytest
 
 lint: $(STAMP)
-	$(BIN)/ruff check src tests examples bench e2e
-	$(BIN)/ruff format --check src tests examples bench e2e
+	$(BIN)/ruff check src tests examples bench e2e integrations
+	$(BIN)/ruff format --check src tests examples bench e2e integrations
 
 # The oldest OpenTelemetry the project declares (opentelemetry-api/-sdk >=1.27 in
 # pyproject.toml), with the instrumentation and distro releases of its day. The tests of
@@ -55,6 +55,22 @@ test-oldest-otel:
 	$(OLDEST_VENV)/bin/pip install --quiet -e . $(OLDEST_OTEL) 'pytest>=8' 'pytest-timeout>=2.3' \
 	  'pydantic>=2' 'hatchling>=1.18' 'pyarrow>=15'
 	$(OLDEST_VENV)/bin/python -m pytest $(addprefix --ignore=,$(NOT_IN_OLDEST))
+
+# The recipes of docs/integrations.md (Langfuse, Logfire, MLflow, the OpenAI Agents SDK,
+# LiteLLM), each run as written in both setup orders against the real package, a scripted
+# model server and the stand-in: integrations/. Its own venv, with the `integrations` extra
+# (about 500 MB), so `make test` stays light on every Python.
+INTEGRATIONS_VENV := .venv-integrations
+INTEGRATIONS_STAMP := $(INTEGRATIONS_VENV)/.installed
+
+$(INTEGRATIONS_STAMP): pyproject.toml
+	$(PYTHON) -m venv $(INTEGRATIONS_VENV)
+	$(INTEGRATIONS_VENV)/bin/pip install --quiet --upgrade pip
+	$(INTEGRATIONS_VENV)/bin/pip install --quiet -e '.[integrations]'
+	touch $(INTEGRATIONS_STAMP)
+
+test-integrations: $(INTEGRATIONS_STAMP)
+	$(INTEGRATIONS_VENV)/bin/python -m pytest -c integrations/pytest.ini integrations
 
 e2e: e2e-ray
 	PYTHON=$(PYTHON) e2e/run.sh
@@ -78,4 +94,4 @@ bench: $(STAMP)
 	$(BIN)/python bench/run.py
 
 clean:
-	rm -rf $(VENV) $(OLDEST_VENV) $(RAY_VENV) prime-runs build dist
+	rm -rf $(VENV) $(OLDEST_VENV) $(RAY_VENV) $(INTEGRATIONS_VENV) prime-runs build dist
