@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 # The runtime install alone (about 50 MB): all the demos need. `make test` adds the dev extra.
 RUNTIME_STAMP := $(VENV)/.installed-runtime
 
-.PHONY: demo test test-oldest-otel lint e2e e2e-ray bench online-demo clean browser
+.PHONY: demo test test-oldest-otel test-integrations lint e2e e2e-ray bench online-demo clean browser
 
 # The report's browser tests drive Debian's Chromium (a downloaded browser build cannot be
 # fetched here). Installed once when missing; where it cannot be installed (no root, no apt)
@@ -39,12 +39,12 @@ browser:
 	    chromium >/dev/null 2>&1; } || echo "could not install chromium: the browser tests will skip"
 
 test: $(STAMP) browser
-	$(BIN)/ruff check src tests examples bench e2e
+	$(BIN)/ruff check src tests examples bench e2e integrations
 	$(BIN)/python -m pytest -n auto
 
 lint: $(STAMP)
-	$(BIN)/ruff check src tests examples bench e2e
-	$(BIN)/ruff format --check src tests examples bench e2e
+	$(BIN)/ruff check src tests examples bench e2e integrations
+	$(BIN)/ruff format --check src tests examples bench e2e integrations
 
 # The oldest OpenTelemetry the project declares (opentelemetry-api/-sdk >=1.27 in
 # pyproject.toml), with the instrumentation and distro releases of its day, against the tests
@@ -73,6 +73,22 @@ $(OLDEST_STAMP): pyproject.toml
 test-oldest-otel: $(OLDEST_STAMP)
 	$(OLDEST_VENV)/bin/python -m pytest -n auto $(OTEL_CONTRACT_TESTS)
 
+# The recipes of docs/integrations.md (Langfuse, Logfire, MLflow, the OpenAI Agents SDK,
+# LiteLLM), each run as written in both setup orders against the real package, a scripted
+# model server and the stand-in: integrations/. Its own venv, with the `integrations` extra
+# (about 500 MB), so `make test` stays light on every Python.
+INTEGRATIONS_VENV := .venv-integrations
+INTEGRATIONS_STAMP := $(INTEGRATIONS_VENV)/.installed
+
+$(INTEGRATIONS_STAMP): pyproject.toml
+	$(PYTHON) -m venv $(INTEGRATIONS_VENV)
+	$(INTEGRATIONS_VENV)/bin/pip install --quiet --upgrade pip
+	$(INTEGRATIONS_VENV)/bin/pip install --quiet -e '.[integrations]'
+	touch $(INTEGRATIONS_STAMP)
+
+test-integrations: $(INTEGRATIONS_STAMP)
+	$(INTEGRATIONS_VENV)/bin/python -m pytest -c integrations/pytest.ini integrations
+
 e2e: e2e-ray
 	PYTHON=$(PYTHON) e2e/run.sh
 
@@ -95,4 +111,4 @@ bench: $(STAMP)
 	$(BIN)/python bench/run.py
 
 clean:
-	rm -rf $(VENV) $(OLDEST_VENV) $(RAY_VENV) prime-runs build dist
+	rm -rf $(VENV) $(OLDEST_VENV) $(RAY_VENV) $(INTEGRATIONS_VENV) prime-runs build dist

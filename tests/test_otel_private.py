@@ -83,3 +83,32 @@ def test_the_logs_signal_names_the_genai_log_processor_reads_are_there() -> None
     assert hasattr(sdk_logs, "LoggerProvider") and hasattr(sdk_logs, "LogRecordProcessor")
     assert any(hasattr(logs_export, n) for n in ("LogRecordExporter", "LogExporter"))
     assert issubclass(log_processor.GenAILogProcessor, sdk_logs.LogRecordProcessor)
+
+
+def test_span_processors_names_the_providers_processors_as_they_grow() -> None:
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    from prime_runs._otel_private import span_processors
+
+    provider = TracerProvider()
+    span = provider.get_tracer("t").start_span("s")
+    multi, before = span_processors(span)
+    added = SimpleSpanProcessor(InMemorySpanExporter())
+    provider.add_span_processor(added)
+    again, after = span_processors(span)
+    span.end()
+    assert multi is not None and again is multi
+    assert after == (*before, added)
+
+
+def test_provider_processors_names_what_was_added() -> None:
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    from prime_runs._otel_private import provider_processors
+
+    provider = TracerProvider()
+    added = SimpleSpanProcessor(InMemorySpanExporter())
+    provider.add_span_processor(added)
+    assert provider_processors(provider) == (added,)

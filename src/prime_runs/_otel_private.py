@@ -12,6 +12,13 @@ used, each checked by ``tests/test_otel_private.py`` (which fails if a release c
   (its module's logger in older SDKs, a shared internal one in newer). The line is hidden for
   the SDK's own processors only: what their queue drops is delivered from the run's ledger.
 
+- ``span_processors``: the processors of the provider that made a span (the SDK span's
+  ``_span_processor``, the provider's multi-processor, and its ``_span_processors`` tuple,
+  which grows as processors are added). A processor added after a run span started never
+  saw it start; some (MLflow's) then fail on every span under it (``_late_starts``).
+  ``provider_processors``: the same tuple from the provider (its ``_active_span_processor``),
+  to flush other tools' processors on our provider at exit (``_providers``).
+
 One more is private by OpenTelemetry's own naming rather than by choice: the logs signal
 (``opentelemetry._logs``, ``opentelemetry.sdk._logs``), still named as experimental in every
 release. ``_genai/log_processor.py`` imports it, lazily (on the first ``init()`` or
@@ -23,6 +30,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Any
 
 from opentelemetry import context as otel_context
 
@@ -51,3 +59,18 @@ def suppress_instrumentation() -> Iterator[None]:
         yield
     finally:
         otel_context.detach(token)
+
+
+def span_processors(span: object) -> tuple[object, tuple[Any, ...]]:
+    """The multi-processor of the provider that made ``span`` and the processors it holds
+    now (``(None, ())`` for a span that is not the SDK's)."""
+    multi = getattr(span, "_span_processor", None)
+    found = getattr(multi, "_span_processors", ())
+    return multi, found if isinstance(found, tuple) else ()
+
+
+def provider_processors(provider: object) -> tuple[Any, ...]:
+    """The processors added to an SDK ``provider`` (its ``_active_span_processor``'s)."""
+    multi = getattr(provider, "_active_span_processor", None)
+    found = getattr(multi, "_span_processors", ())
+    return found if isinstance(found, tuple) else ()

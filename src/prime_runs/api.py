@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import threading
 import weakref
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
@@ -13,6 +12,7 @@ from opentelemetry import context as otel_context
 from opentelemetry import trace
 from opentelemetry.sdk.trace import TracerProvider
 
+import prime_runs._providers as _providers
 import prime_runs._runs.exithooks as _exit
 from prime_runs import semconv
 from prime_runs._delivery.provenance import from_resource
@@ -36,34 +36,21 @@ from prime_runs.settings import DISABLED
 if TYPE_CHECKING:
     from prime_runs.platform.training import TrainingSpec
 
-_lock = threading.Lock()
-_processors: weakref.WeakKeyDictionary[TracerProvider, RunProcessor] = weakref.WeakKeyDictionary()
-_private_provider: TracerProvider | None = None
-_private_pid = 0  # the process that made it
 _current: weakref.ReferenceType[Run] | None = None
 
 
 def _sdk_provider(tracer_provider: object | None) -> TracerProvider:
-    global _private_provider, _private_pid
+    """The SDK provider the run's spans go to: ``tracer_provider`` (or the SDK provider it
+    wraps), else the global one (unwrapped), else our private one (``_providers``)."""
     if tracer_provider is not None:
-        if not isinstance(tracer_provider, TracerProvider):
+        found = _providers.sdk_provider_of(tracer_provider)
+        if found is None:
             raise ConfigurationError(
-                "tracer_provider must be an opentelemetry.sdk.trace.TracerProvider, not "
-                f"{type(tracer_provider).__name__}"
+                "tracer_provider must be an opentelemetry.sdk.trace.TracerProvider (or a "
+                f"provider that wraps one in .provider), not {type(tracer_provider).__name__}"
             )
-        return tracer_provider
-    global_provider = trace.get_tracer_provider()
-    if isinstance(global_provider, TracerProvider):
-        return global_provider
-    with _lock:
-        # No SDK provider configured: use one of our own, never installed globally, so
-        # the application can still set its own later.
-        if _private_provider is None or os.getpid() != _private_pid:
-            _private_provider = TracerProvider(
-                shutdown_on_exit=False, id_generator=ID_GENERATOR, sampler=sampler()
-            )
-            _private_pid = os.getpid()  # a forked child makes its own
-        return _private_provider
+        return found
+    return _providers.global_sdk_provider() or _providers.private_provider()
 
 
 def configure_exporter(
@@ -101,13 +88,12 @@ def configure_exporter(
     if "on_error" in settings:
         check_on_error(settings["on_error"])
     if tracer_provider is None:
-        current = trace.get_tracer_provider()
-        if isinstance(current, TracerProvider):
-            tracer_provider = current
-        else:
+        current = _providers.global_sdk_provider()  # a wrapping one (Logfire's) unwrapped
+        if current is None:
             # Seed-proof ids: random.seed() in the application must not repeat them.
-            tracer_provider = TracerProvider(id_generator=ID_GENERATOR, sampler=sampler())
-            trace.set_tracer_provider(tracer_provider)
+            current = TracerProvider(id_generator=ID_GENERATOR, sampler=sampler())
+            trace.set_tracer_provider(current)
+        tracer_provider = current
     provider = _sdk_provider(tracer_provider)
     check_provider(provider)
     return _add_processor(provider, settings)
@@ -116,21 +102,11 @@ def configure_exporter(
 def _record_tracer(provider: TracerProvider, tracer: trace.Tracer) -> trace.Tracer | None:
     """The tracer for a run's record spans; None on our private provider, where no exporter
     could ever see them (about half of a log call's cost on verifiers-sized records)."""
-    return None if provider is _private_provider else tracer
+    return None if _providers.is_private(provider) else tracer
 
 
 def _add_processor(provider: TracerProvider, settings: dict[str, Any]) -> RunProcessor:
-    with _lock:
-        processor = _processors.get(provider)
-        if processor is None:
-            processor = RunProcessor(**settings)
-            provider.add_span_processor(processor)
-            _processors[provider] = processor
-    _exit.register_exit_hook()
-    from prime_runs.genai_logs import attach  # the logs SDK loads only here, not at import
-
-    attach()  # GenAI content sent as log records reaches its episode (docs/genai.md)
-    return processor
+    return _providers.add_processor(provider, settings)
 
 
 def init(
@@ -297,7 +273,7 @@ def _run_in_context() -> Run | None:
     for run in _exit.live_runs():
         if run.span.get_span_context().trace_id == span_context.trace_id:
             return run
-    for processor in list(_processors.values()):
+    for processor in _providers.processors():
         state = processor.state_for(span_context)
         if state is not None:
             return _handle_for(state)
@@ -310,7 +286,7 @@ def _open_runs() -> list[Run]:
     for run in _exit.live_runs():
         if not run.finished and run.mode != DISABLED:
             runs.setdefault(run.id, run)
-    for processor in list(_processors.values()):
+    for processor in _providers.processors():
         for state in processor.open_runs():
             if not state.finishing and state.owner and state.run_id not in runs:
                 runs[state.run_id] = _handle_for(state)
@@ -370,7 +346,7 @@ def _require_run() -> Run | None:
                 f"untracked:{span.get_span_context().trace_id}",
                 "prime-runs: records logged inside a span that is not recording are not "
                 "tracked (no run can see that span: %s); this warning is given once per trace",
-                untracked_reason(list(_processors)),
+                untracked_reason(_providers.providers()),
             )
             return None
         raise RunFinishedError(

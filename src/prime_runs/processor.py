@@ -30,6 +30,7 @@ import prime_runs._runs.training as _training
 from prime_runs import semconv
 from prime_runs._delivery.provenance import from_resource
 from prime_runs._genai import GenAICollector
+from prime_runs._late_starts import LateStarts
 from prime_runs._runs.emptyrun import warn_if_empty
 from prime_runs._runs.limits import (
     count_limit,
@@ -86,6 +87,7 @@ class RunProcessor(SpanProcessor):
             weakref.WeakKeyDictionary()
         )
         self._genai = GenAICollector()  # GenAI spans under a run become episodes
+        self._late = LateStarts()
 
     # -- lookups -----------------------------------------------------------------------
 
@@ -116,6 +118,7 @@ class RunProcessor(SpanProcessor):
                 state = self._join(parent_context)
             if state is not None:
                 _MEMBER_SPANS[_key(span.context)] = state
+                self._late.member_started(state, span, self._genai.episode_of, parent.span_id)
                 if not _sdk_record_span(span):  # never a GenAI episode, even if its attributes
                     self._genai.on_start(span, state, run is not None)  # are cut
         except Exception:
@@ -131,6 +134,7 @@ class RunProcessor(SpanProcessor):
                     state = self._runs.pop(context.span_id, None)
                     _RUN_SPANS.pop(_key(context), None)
                 if state is not None:
+                    self._late.run_ended(state)
                     note_run_ended(context.trace_id)
                     self._ingest_events(state, span)  # before the run closes
                     self._genai.on_run_end(state)
@@ -183,6 +187,7 @@ class RunProcessor(SpanProcessor):
             if state is None:
                 return
         state.span = span
+        self._late.run_started(state, span)  # processors added later are shown its start
         note_run_started(span.context.trace_id)  # prime_runs.sampler() keeps its spans
         _exit.track_state(state)  # reset in forked children, drained there at exit
         with self._lock:

@@ -10,6 +10,7 @@ from typing import Any
 from opentelemetry import context as otel_context
 from opentelemetry import trace
 
+import prime_runs._providers as _providers
 import prime_runs._runs.closeouts as _closeouts
 import prime_runs._runs.compat014 as _compat
 import prime_runs._runs.exithooks as _exit
@@ -372,6 +373,10 @@ class Run:
     # -- context manager ---------------------------------------------------------------
 
     def __enter__(self) -> Run:
+        if self._state is not None:
+            # Spans made inside must reach a run processor: join a provider another tool
+            # set up since init(), or make init()'s own the global one (``_providers``).
+            _providers.enter_run()
         self._tokens.append(otel_context.attach(self._ctx))
         return self
 

@@ -18,11 +18,12 @@ from typing import TYPE_CHECKING
 
 from opentelemetry.sdk.trace import ReadableSpan, Span
 
+import prime_runs._genai.ended as ended
 import prime_runs._genai.names as names
 import prime_runs._genai.openinference as openinference
 from prime_runs._genai.episode import build
 from prime_runs._genai.logs import LogEvent
-from prime_runs._genai.reporting import RunReports
+from prime_runs._genai.reporting import RunReports, kind_of
 from prime_runs.errors import PrimeRunsError
 from prime_runs.semconv import EPISODE_SPAN, RECORD, RECORD_KIND, RECORD_REF
 
@@ -94,6 +95,13 @@ class GenAICollector:
                 f"GenAI episode span {span.name!r} was not recorded: {MAX_OPEN} episodes were "
                 "already open (further ones are counted in invalid)"
             )
+
+    def episode_of(self, span_id: int) -> Span | None:
+        """The open episode span that ``span_id`` (a span open under it, or itself) is in."""
+        with self._lock:
+            root = self._root_of.get(span_id)
+            episode = self._episodes.get(root) if root is not None else None
+        return episode.root if episode is not None else None  # type: ignore[return-value]
 
     def on_log(self, trace_id: int, span_id: int, event: LogEvent) -> bool:
         """A log record emitted in a span of an open episode: kept for its record."""
@@ -198,6 +206,8 @@ class GenAICollector:
                 state.report(f"{where} could not be recorded: {exc}")
                 return
             state.ingest(encoded)
+            if root.context is not None:  # a write on it from now on is lost: said once
+                ended.remember(root.context.trace_id, root.context.span_id, state, where)
         finally:
             state.gate.leave()
 
@@ -222,7 +232,8 @@ def _build(root: ReadableSpan, episode: _Episode) -> tuple[dict, list[str]] | No
     except Exception:
         logger.debug("prime-runs: GenAI mapping failed on the episode span", exc_info=True)
         return None
-    return record, [reason, *problems]
+    # Its spans were there: not the "nothing mapped" of an episode that had none.
+    return record, [reason, *(p for p in problems if kind_of(p) != "nothing mapped")]
 
 
 def _same_trace(span: Span, state: RunState) -> bool:

@@ -12,18 +12,32 @@ from opentelemetry.trace import StatusCode
 import prime_runs._genai.messages as messages
 import prime_runs._genai.names as names
 import prime_runs._genai.openinference as openinference
+import prime_runs._genai.unmapped as unmapped
 from prime_runs._genai.logs import LogEvent, merged
 from prime_runs._genai.trace import TraceBuilder, error_of, seconds
+from prime_runs.semconv import EPISODE_SPAN
 
 DEFAULT_AGENT = "agent"
+WRITTEN_ON_EPISODE = (
+    "calls written on the episode span: an instrumentation wrote its model call onto the "
+    "episode span itself (LiteLLM's otel callback does, to the current span), so only the "
+    "last write of each attribute is kept; give each call a span of its own "
+    "(docs/integrations.md, LiteLLM)"
+)
+
+
+def _is_call(span: ReadableSpan) -> bool:
+    attrs = openinference.as_genai(span.attributes or {})
+    return attrs.get(names.OPERATION) in names.CALL_OPERATIONS
 
 
 def _agent_of(span: ReadableSpan, by_id: Mapping[int, ReadableSpan]) -> str | None:
-    """The nearest ``gen_ai.agent.name`` on the span or its ancestors."""
+    """The nearest agent name (``gen_ai.agent.name``, or an OpenInference ``AGENT`` span's
+    ``agent.name``) on the span or its ancestors."""
     seen = 0
     current: ReadableSpan | None = span
     while current is not None and seen < 256:  # bounded: a parent cycle cannot loop
-        name = (current.attributes or {}).get(names.AGENT_NAME)
+        name = openinference.agent_name(current.attributes or {})
         if isinstance(name, str) and name:
             return name
         parent = current.parent
@@ -156,6 +170,17 @@ def _walk(
     return walk
 
 
+def _drop_empty_agents(
+    builders: dict[str, TraceBuilder], members: dict[str, list[ReadableSpan]]
+) -> None:
+    """An agent span with no call or message of its own (the Agents SDK's workflow span,
+    unnamed, around the named agent) makes no trace when another agent's trace has some."""
+    empty = [agent for agent, b in builders.items() if not b.calls and not b.nodes]
+    if len(empty) < len(builders):
+        for agent in empty:
+            del builders[agent], members[agent]
+
+
 def build(
     root: ReadableSpan,
     spans: Sequence[ReadableSpan],
@@ -167,11 +192,17 @@ def build(
     root_agent = _agent_of(root, {}) or DEFAULT_AGENT
     walk = _walk(root, spans, logs or {}, root_agent, problems)
     builders, members, rewards = walk.builders, walk.members, walk.rewards
-    if not any(builder.calls for builder in builders.values()) and walk.unmapped:
-        problems.append(
-            "nothing mapped: spans of " + ", ".join(sorted(walk.unmapped)) + " were under it, "
-            "and none a model call the mapping reads"
-        )
+    if not any(builder.calls for builder in builders.values()):
+        if walk.unmapped:
+            problems.append(
+                "nothing mapped: spans of " + ", ".join(sorted(walk.unmapped)) + " were under "
+                "it, and none a model call the mapping reads"
+            )
+        else:
+            problems.append(unmapped.explain(spans))
+    elif root.name == EPISODE_SPAN and _is_call(root):
+        problems.append(WRITTEN_ON_EPISODE)
+    _drop_empty_agents(builders, members)
     if not builders:  # an episode span with no GenAI work under it: one empty trace
         builders[root_agent] = TraceBuilder()
         members[root_agent] = [root]

@@ -17,6 +17,7 @@ import prime_runs._genai.names as names
 SPAN_KIND = "openinference.span.kind"
 LLM, AGENT, CHAIN = "LLM", "AGENT", "CHAIN"
 ROOT_KINDS = frozenset({LLM, AGENT, CHAIN})  # directly under a run: one episode each
+AGENT_NAME = "agent.name"
 MAX_INDEX = 1024  # messages and tool calls read per span
 
 _TOKENS = (
@@ -30,6 +31,14 @@ _TOKENS = (
 def kind(attrs: Mapping[str, Any]) -> str | None:
     value = attrs.get(SPAN_KIND)
     return value.upper() if isinstance(value, str) else None
+
+
+def agent_name(attrs: Mapping[str, Any]) -> object:
+    """``gen_ai.agent.name``, else an ``AGENT`` span's ``agent.name``."""
+    name = attrs.get(names.AGENT_NAME)
+    if name is None and kind(attrs) == AGENT:
+        return attrs.get(AGENT_NAME)
+    return name
 
 
 def _tool_calls(attrs: Mapping[str, Any], prefix: str) -> list[dict[str, Any]]:
@@ -99,8 +108,8 @@ def as_genai(attrs: Mapping[str, Any]) -> Mapping[str, Any]:
     mapped: dict[str, Any] = dict(attrs)
     if found == AGENT:
         mapped[names.OPERATION] = "invoke_agent"
-        if isinstance(attrs.get("agent.name"), str):
-            mapped[names.AGENT_NAME] = attrs["agent.name"]
+        if isinstance(attrs.get(AGENT_NAME), str):
+            mapped[names.AGENT_NAME] = attrs[AGENT_NAME]
         return mapped
     if found != LLM:
         return attrs
