@@ -25,6 +25,9 @@ class Counters:
     # The part of ``failed`` the sink refused for the records' own sake: final, never owed.
     rejected: dict[str, int] = field(default_factory=dict)
     acked: dict[str, int] = field(default_factory=dict)
+    # Rows the sinks stored where a record can be several (``Outcome.rows``): the sample
+    # table's, which the owner's finish compares with the evaluation's (``_coverage``).
+    rows: dict[str, int] = field(default_factory=dict)
     skipped: dict[str, int] = field(default_factory=dict)
     traces_episodes_written: int = 0
     restamped: int = 0  # records that named another run id (their copies carry this one)
@@ -122,6 +125,8 @@ class Counters:
             self._count_outcome(sink, outcome)
 
     def _count_outcome(self, sink: str, outcome: Outcome) -> None:
+        if outcome.rows:
+            self.add(self.rows, sink, outcome.rows)
         if outcome.acked:
             self.add(self.acked, sink, len(outcome.acked))
             if sink == "traces":

@@ -8,6 +8,10 @@ the two by record id: a record seen both locally and on the platform counts once
 does a record a retried task logged twice. When the platform cannot be read (a write-only
 token answers 403, the platform is down, the time is up) the summary keeps the local
 records and the finish report says which records it may be missing and where they are.
+
+Nothing is read when nothing is elsewhere: one small request (the evaluation's
+``totalSamples``) against the rows this host's sinks stored (``Counters.rows``: an
+over-size episode is one row per trace) tells whether any other process stored rows.
 """
 
 from __future__ import annotations
@@ -145,15 +149,22 @@ def _local(
 
 
 def _nothing_elsewhere(state: RunState, client: PlatformClient, eval_id: str, until: float) -> bool:
-    """Whether the evaluation holds no more sample rows than this host's archive stored: then
-    no worker elsewhere added any, and the pages need not be read (one small request)."""
+    """Whether the evaluation holds no more sample rows than this host stored: then no
+    worker elsewhere added any, and the pages need not be read (one small request).
+
+    This process's rows are counted as its sink stored them (an episode too large for one
+    row is one row per trace); the folder's other processes' as one row per acknowledged
+    record, which can only undercount them (then the pages are read)."""
     if state.archive is None:
         return False
     current = evaluations.get(client, eval_id, deadline=until)
     total = current.get("totalSamples")
     if not isinstance(total, int) or isinstance(total, bool):
         return False
-    return total <= len(state.archive.acknowledged().get(SAMPLES_SINK, ()))
+    own = state.journal.segments if state.journal is not None else set()
+    acked = state.archive.acknowledged().get(SAMPLES_SINK, ())
+    others = sum(1 for key in acked if key.segment not in own)
+    return total <= state.counters.rows.get(SAMPLES_SINK, 0) + others
 
 
 def merged(state: RunState, client: PlatformClient, eval_id: str, until: float) -> Coverage:
@@ -280,9 +291,14 @@ def closing_summary(
 
 
 def _local_count(state: RunState) -> int | None:
+    """The records of this host's archive folder: this process's journal counted as it
+    wrote them, the other processes' segments by their lines."""
     if state.archive is None:
         return None
+    journal = state.journal
+    own = journal.segments if journal is not None else set()
     try:
-        return sum(state.archive.count_records().values())
+        others = sum(state.archive.count_records(skip=own).values())
     except OSError:
         return None
+    return others + (journal.appended if journal is not None else 0)
