@@ -180,3 +180,69 @@ def test_sync_of_records_too_large_for_one_sample_request_holds_a_few_records(
     assert {f"oversize-{n}" for n in range(OVERSIZE_RECORDS)} <= set(prime_env.episodes)
     held = result["peak"] / size
     assert held <= OVERSIZE_BUDGET_RECORDS, f"sync held {held:.1f} records at its peak"
+
+
+_HEALTHY = textwrap.dedent(
+    """
+    import copy, json, os, sys, threading
+    import prime_runs as pr
+
+    page = os.sysconf("SC_PAGE_SIZE")
+
+    def rss():
+        with open("/proc/self/statm") as f:
+            return int(f.read().split()[1]) * page
+
+    template, records, size = json.load(open(sys.argv[1])), int(sys.argv[2]), int(sys.argv[3])
+    run = pr.init(name="big", environments=["gsm8k"], model="m", framework="f")
+    start, peak, done = rss(), [0], threading.Event()
+
+    def watch():
+        while not done.wait(0.003):
+            peak[0] = max(peak[0], rss())
+
+    threading.Thread(target=watch, daemon=True).start()
+    for i in range(records):
+        record = copy.deepcopy(template)
+        record["id"] = f"big-{i}"
+        for n, member in enumerate(record["traces"]):
+            member["id"] = f"big-{i}-{n}"
+            # Spread over the traces: too large for one sample row, one row per trace fits.
+            text = str(i % 10) * (size // len(record["traces"]))
+            member["nodes"][-1]["message"]["content"] = text
+        run.log_episodes(record)
+        del record
+    run.finish(timeout=300)
+    done.set()
+    print(json.dumps({"growth": max(peak[0], rss()) - start, "acked": run.acknowledged_records}))
+    """
+)
+HEALTHY_RECORDS = 20
+HEALTHY_BYTES = 15 * 1024 * 1024
+# The run's whole life, logging and finish(), over the RSS after init(): the records in
+# flight through the two sinks (about 80 MiB measured, up to 140 with the C allocator's
+# spare), and no read-back: this host stored every sample row, so finish() reads none.
+# Before: 360 MiB, a third of it the read-back of the evaluation's 60 rows (53 pages).
+HEALTHY_BUDGET = 160 * 1024 * 1024
+
+
+def test_a_healthy_run_of_large_records_reads_nothing_back_at_finish(
+    prime_env: StandInPlatform, episodes: list[dict[str, Any]], tmp_path: Path
+) -> None:
+    data = tmp_path / "template.json"
+    data.write_text(json.dumps(episodes[0]))
+    out = subprocess.run(
+        [sys.executable, "-c", _HEALTHY, str(data), str(HEALTHY_RECORDS), str(HEALTHY_BYTES)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert out.returncode == 0, out.stderr[-2000:]
+    result = json.loads(out.stdout.strip().splitlines()[-1])
+    assert result["acked"] == {"traces": HEALTHY_RECORDS, "eval_samples": HEALTHY_RECORDS}
+    (eval_id,) = prime_env.evaluations
+    # The path this test is about: each episode went as one row per trace.
+    assert len(prime_env.samples(eval_id)) == HEALTHY_RECORDS * len(episodes[0]["traces"])
+    assert prime_env.requests_for("samples_list") == []
+    growth = result["growth"]
+    assert growth <= HEALTHY_BUDGET, f"peak RSS grew {growth / 2**20:.0f} MiB"

@@ -8,7 +8,13 @@ from collections.abc import Iterable, Sequence
 from typing import Any, NamedTuple
 
 from prime_runs._configview import text_lines
-from prime_runs._journal.runinfo import SINK_LABELS, RunInfo, format_time
+from prime_runs._journal.runinfo import (
+    SINK_LABELS,
+    RunInfo,
+    closing_text,
+    format_time,
+    owed_text,
+)
 from prime_runs._records.access import reward, summary_trace_index
 from prime_runs._records.lines import NOT_JSON, parse_record
 
@@ -156,6 +162,11 @@ def _status_line(info: RunInfo) -> str:
         )
     if not info.status_doc:
         return label
+    if info.left_open:
+        return (
+            f"{label} (left open by finish(): {owed_text(info.left_open)} were not stored in "
+            f"time; `prime-runs sync` delivers them, then {closing_text(label)})"
+        )
     closed = "closed on the platform" if info.closed else "not closed on the platform yet"
     return f"{label} ({closed})"
 

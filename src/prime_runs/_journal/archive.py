@@ -326,11 +326,13 @@ class RunArchive:
             f.seek(key.offset)
             return read_line(f)[0]
 
-    def count_records(self) -> dict[str, int]:
+    def count_records(self, skip: Container[str] = ()) -> dict[str, int]:
         """Complete record lines per kind, counted without decoding them (a torn tail is not
-        counted, as in ``iter_records``)."""
+        counted, as in ``iter_records``), but those of the segments named in ``skip``."""
         counts: dict[str, int] = {}
         for path in segment_paths(self.path / RECORDS_DIR):
+            if path.name in skip:
+                continue
             kind = path.name.split("-", 1)[0]
             lines = 0
             try:

@@ -45,6 +45,7 @@ class Journal:
         # The segments this journal appended to: the run's summary already counts their
         # records, so finish() reads back only the others (forked children, joined workers).
         self.segments: set[str] = set()
+        self.appended = 0  # records those segments hold (so finish() need not count them)
         # Sinks that store none of this journal's episodes (a rank's have no row in its
         # owner's sample table): each is settled as skipped as it is written, so neither
         # `prime-runs ls` nor sync counts it as owed.
@@ -58,6 +59,7 @@ class Journal:
             self._append_failed(encoded, exc, online)
             return None
         self.segments.add(key.segment)
+        self.appended += 1
         if self._failing:
             self._append_resumed()
         if encoded.quotes_id and encoded.stamps:

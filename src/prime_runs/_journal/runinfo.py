@@ -147,12 +147,35 @@ class RunInfo:
             return number if math.isfinite(number) else None  # 1e400 reads as inf
         return None
 
+    @property
+    def left_open(self) -> dict[str, int]:
+        """What the owner's finish() left owed when it left the run open (sink -> records),
+        until a sync closes the run; empty when it closed the run or did not say."""
+        owed = self.status_doc.get("left_open")
+        if self.closed or not isinstance(owed, dict):
+            return {}
+        return {
+            str(k): v for k, v in owed.items() if isinstance(v, int) and not isinstance(v, bool)
+        }
+
     def pending_text(self) -> str:
         """``-`` when nothing is left, else e.g. ``20 traces, 20 samples, close``."""
         parts = [f"{n} {SINK_LABELS[sink]}" for sink, n in self.pending.items() if n]
         if self.needs_close:
             parts.append("close")
         return ", ".join(parts) if parts else "-"
+
+
+def owed_text(owed: dict[str, int]) -> str:
+    """``12 traces, 12 samples``: in the order `prime-runs ls` lists what is pending."""
+    order = list(SINK_LABELS)
+    ranked = sorted(owed.items(), key=lambda kv: order.index(kv[0]) if kv[0] in order else 99)
+    return ", ".join(f"{n} {SINK_LABELS.get(sink, sink)}" for sink, n in ranked)
+
+
+def closing_text(status: str) -> str:
+    """How `prime-runs sync` closes a run that ended with ``status``."""
+    return "finalizes it" if status == RunStatus.COMPLETED.value else f"closes it as {status}"
 
 
 def sinks_of(description: dict[str, Any]) -> tuple[str, ...]:

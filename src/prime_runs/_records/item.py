@@ -78,6 +78,10 @@ class Outcome:
     # A request got no answer (a timeout, a dropped connection): the platform may still
     # store what it carried, some time later.
     in_doubt: bool = False
+    # Rows the sink holds now for this batch's records, where one record can be several
+    # (the sample table's over-size episodes): the owner's finish compares them with the
+    # evaluation's row count to tell that no other process stored any (``_runs/coverage``).
+    rows: int = 0
 
 
 class Deadline:

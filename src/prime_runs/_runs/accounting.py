@@ -22,7 +22,12 @@ class Counters:
     dropped: int = 0  # queue full: reached no sink during the run (still archived)
     invalid: int = 0  # bad input, or logged after finish(): never logged at all
     failed: dict[str, int] = field(default_factory=dict)
+    # The part of ``failed`` the sink refused for the records' own sake: final, never owed.
+    rejected: dict[str, int] = field(default_factory=dict)
     acked: dict[str, int] = field(default_factory=dict)
+    # Rows the sinks stored where a record can be several (``Outcome.rows``): the sample
+    # table's, which the owner's finish compares with the evaluation's (``_coverage``).
+    rows: dict[str, int] = field(default_factory=dict)
     skipped: dict[str, int] = field(default_factory=dict)
     traces_episodes_written: int = 0
     restamped: int = 0  # records that named another run id (their copies carry this one)
@@ -120,6 +125,8 @@ class Counters:
             self._count_outcome(sink, outcome)
 
     def _count_outcome(self, sink: str, outcome: Outcome) -> None:
+        if outcome.rows:
+            self.add(self.rows, sink, outcome.rows)
         if outcome.acked:
             self.add(self.acked, sink, len(outcome.acked))
             if sink == "traces":
@@ -128,6 +135,15 @@ class Counters:
             self.add(self.skipped, sink, len(outcome.skipped))
         if outcome.rejected or outcome.unsent:
             self.add(self.failed, sink, len(outcome.rejected) + len(outcome.unsent))
+        if outcome.rejected:
+            self.add(self.rejected, sink, len(outcome.rejected))
+
+    def owed(self) -> dict[str, int]:
+        """Per sink, records it has not stored that a later delivery may still store: its
+        failures but the refused ones (a sink that stopped, a deadline that came first)."""
+        with self.lock:
+            owed = {sink: n - self.rejected.get(sink, 0) for sink, n in self.failed.items()}
+        return {sink: n for sink, n in owed.items() if n > 0}
 
     def status_fields(self) -> dict[str, Any]:
         """The counts ``status.json`` records."""

@@ -5,9 +5,20 @@ processes that journal into its archive folder. Workers on other disks (node-loc
 archive roots, Ray's ``working_dir``) upload into the same evaluation, so the owner reads
 back what the platform stored for it (``GET /evaluations/{id}/samples``, paged) and merges
 the two by record id: a record seen both locally and on the platform counts once, and so
-does a record a retried task logged twice. When the platform cannot be read (a write-only
-token answers 403, the platform is down, the time is up) the summary keeps the local
-records and the finish report says which records it may be missing and where they are.
+does a record a retried task logged twice.
+
+- **Nothing read when nothing is elsewhere.** One small request (the evaluation's
+  ``totalSamples``) against the rows this host's sinks stored (``Counters.rows``: an
+  over-size episode is one row per trace) tells whether any other process stored rows;
+  when none did, no page is read.
+- **Bounded in bytes.** Pages start at one row and grow or shrink with the weight of the
+  rows seen (about ``PAGE_BYTES`` a page); rows are handed on one at a time.
+- **Partial, not zero.** When the read-back's time runs out (or a page cannot be read)
+  part-way, the summary covers what was read, ``records_summarized`` counts it, the
+  finalized ``prime_runs.summary_partial`` says the numbers are partial, and the finish
+  report says so. When nothing could be read (a write-only token answers 403, the
+  platform is down) the summary keeps the local records and the report says which
+  records it may be missing and where they are.
 """
 
 from __future__ import annotations
@@ -21,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 from prime_runs._records.jsonio import encode_json
 from prime_runs._records.lines import id_of_line
 from prime_runs._runs.finishing import platform_summary
-from prime_runs.errors import describe
+from prime_runs.errors import PrimeRunsError, describe
 from prime_runs.metrics import SummaryAccumulator
 from prime_runs.platform import evaluations
 from prime_runs.platform._http import PlatformClient
@@ -34,10 +45,12 @@ logger = logging.getLogger("prime_runs")
 
 #: ``metrics.prime_runs.records_summarized``: how many records the sent summary covers.
 SUMMARIZED_KEY = "records_summarized"
+#: ``metrics.prime_runs.summary_partial``: the read-back stopped before the last row.
+PARTIAL_KEY = "summary_partial"
 PAGE_SIZE = 64  # at most (a power of two: see stored_rows)
-FIRST_PAGE = 8
+FIRST_PAGE = 1  # a row's weight is unknown until one is seen: a row can be a whole episode
 SAMPLES_SINK = "eval_samples"
-PAGE_BYTES = 16 * 1024 * 1024  # what one page may weigh, about
+PAGE_BYTES = 8 * 1024 * 1024  # what one page may weigh, about
 READ_SHARE = 0.5  # at most this share of the close-out's time goes to reading back
 MAX_READ_SECONDS = 60.0
 
@@ -57,6 +70,8 @@ class Coverage:
     own_ids: set[str] = field(default_factory=set)  # what this process logged
     platform_ids: set[str] = field(default_factory=set)
     summary: dict[str, Any] | None = None
+    rows_read: int = 0  # the platform's rows read back
+    partial: str | None = None  # why the read-back stopped before the last row
 
 
 def stored_rows(client: PlatformClient, eval_id: str, until: float) -> Iterator[dict[str, Any]]:
@@ -80,11 +95,13 @@ def stored_rows(client: PlatformClient, eval_id: str, until: float) -> Iterator[
         rows = reply.pop("samples", None)
         if not isinstance(rows, list):
             raise Unreadable(f"a page had no samples list (keys {sorted(reply)})")
-        largest = max((len(encode_json(r)) for r in rows), default=1)
+        largest = 1
         while rows:
             row = rows.pop(0)  # handed on one at a time: the page is not held twice
+            largest = max(largest, len(encode_json(row)))
             if isinstance(row, dict):
                 yield row
+            del row
             offset += 1
         if not reply.get("hasMore"):
             return
@@ -145,15 +162,22 @@ def _local(
 
 
 def _nothing_elsewhere(state: RunState, client: PlatformClient, eval_id: str, until: float) -> bool:
-    """Whether the evaluation holds no more sample rows than this host's archive stored: then
-    no worker elsewhere added any, and the pages need not be read (one small request)."""
+    """Whether the evaluation holds no more sample rows than this host stored: then no
+    worker elsewhere added any, and the pages need not be read (one small request).
+
+    This process's rows are counted as its sink stored them (an episode too large for one
+    row is one row per trace); the folder's other processes' as one row per acknowledged
+    record, which can only undercount them (then the pages are read)."""
     if state.archive is None:
         return False
     current = evaluations.get(client, eval_id, deadline=until)
     total = current.get("totalSamples")
     if not isinstance(total, int) or isinstance(total, bool):
         return False
-    return total <= len(state.archive.acknowledged().get(SAMPLES_SINK, ()))
+    own = state.journal.segments if state.journal is not None else set()
+    acked = state.archive.acknowledged().get(SAMPLES_SINK, ())
+    others = sum(1 for key in acked if key.segment not in own)
+    return total <= state.counters.rows.get(SAMPLES_SINK, 0) + others
 
 
 def merged(state: RunState, client: PlatformClient, eval_id: str, until: float) -> Coverage:
@@ -170,19 +194,25 @@ def merged(state: RunState, client: PlatformClient, eval_id: str, until: float) 
     ids = _local(state.archive, own, acc, cov)
     cov.local = len(ids)
     seen_split: set[str] = set()
-    for row in stored_rows(client, eval_id, until):
-        rid, record = record_of(row)
-        if rid is None:
-            continue
-        cov.platform_ids.add(rid)
-        if rid in ids:
-            continue
-        if record is None:
-            seen_split.add(rid)
-            continue
-        ids.add(rid)
-        cov.remote += 1
-        acc.add(record)
+    try:
+        for row in stored_rows(client, eval_id, until):
+            cov.rows_read += 1
+            rid, record = record_of(row)
+            del row
+            if rid is None:
+                continue
+            cov.platform_ids.add(rid)
+            if rid in ids:
+                continue
+            if record is None:
+                seen_split.add(rid)
+                continue
+            ids.add(rid)
+            cov.remote += 1
+            acc.add(record)
+            del record
+    except (Unreadable, PrimeRunsError) as exc:  # what was read so far still counts
+        cov.partial = describe(exc)
     cov.unsummarized = len(seen_split - ids)
     cov.summary = dict(acc.result())
     return cov
@@ -228,15 +258,19 @@ def cover(
     try:
         cov = merged(state, client, eval_id, until)
     except Exception as exc:  # whatever goes wrong, the local summary still closes the run
-        where = state.archive.path if state.archive is not None else "this process"
+        _not_read(state, describe(exc))
+        return None
+    if cov.partial is not None and not cov.rows_read:
+        _not_read(state, cov.partial)
+    elif cov.partial is not None:
         _note(
             state,
-            "the run summary covers only the records in "
-            f"{where}: the platform's copy of the run could not be read ({describe(exc)}); "
-            "records workers journaled elsewhere (other hosts, other PRIME_RUNS_DIR) are not "
-            "counted until `prime-runs sync` runs there and brings the numbers up to date",
+            f"the run summary is partial: it covers {cov.local + cov.remote} records, "
+            f"{cov.local} of this host and {cov.remote} more among the {cov.rows_read} "
+            f"sample rows read back from the platform before the read-back stopped "
+            f"({cov.partial}); the finalized numbers say so (prime_runs.{PARTIAL_KEY}). "
+            "Give finish() a longer timeout to read every worker's records",
         )
-        return None
     state.summary = cov.summary
     if state.summary_updates and state.summary is not None:  # Run.update_summary() on top
         state.summary = {**state.summary, **state.summary_updates}
@@ -247,6 +281,17 @@ def cover(
             "too large for one sample row) are not in the run summary",
         )
     return cov
+
+
+def _not_read(state: RunState, why: str) -> None:
+    where = state.archive.path if state.archive is not None else "this process"
+    _note(
+        state,
+        "the run summary covers only the records in "
+        f"{where}: the platform's copy of the run could not be read ({why}); "
+        "records workers journaled elsewhere (other hosts, other PRIME_RUNS_DIR) are not "
+        "counted until `prime-runs sync` runs there and brings the numbers up to date",
+    )
 
 
 def closing_summary(
@@ -276,13 +321,20 @@ def closing_summary(
         # Lets a worker or `prime-runs sync` that lands records later tell that the
         # finalized numbers missed them, and by how many (_late).
         out.setdefault("prime_runs", {})[SUMMARIZED_KEY] = counted
+    if cov is not None and cov.partial is not None and cov.rows_read:
+        out.setdefault("prime_runs", {})[PARTIAL_KEY] = True
     return out
 
 
 def _local_count(state: RunState) -> int | None:
+    """The records of this host's archive folder: this process's journal counted as it
+    wrote them, the other processes' segments by their lines."""
     if state.archive is None:
         return None
+    journal = state.journal
+    own = journal.segments if journal is not None else set()
     try:
-        return sum(state.archive.count_records().values())
+        others = sum(state.archive.count_records(skip=own).values())
     except OSError:
         return None
+    return others + (journal.appended if journal is not None else 0)

@@ -54,6 +54,8 @@ class FinishSequence:
         self._finish_lock = threading.RLock()  # a signal handler may re-enter
         self._status_lock = threading.Lock()
         self._closed = False  # the platform confirmed the close-out
+        # What the close-out left owed (sink -> records) when it left the run open.
+        self.left_open: dict[str, int] | None = None
         self.status = RunStatus.RUNNING
         self.finishing = False
         self.finished = False
@@ -159,6 +161,14 @@ class FinishSequence:
     def _stored_any(self) -> bool:
         return self.counters.stored_any()
 
+    def ensure_whole(self) -> None:
+        """Raise ``LeftOpen`` when a sink owes records the archive keeps for sync: a closer
+        calls this right before it closes the run (a run without a journal has nothing a
+        later sync could send, so it closes with what it has)."""
+        owed = self.counters.owed() if self.archive is not None else {}
+        if owed:
+            raise _finishing.LeftOpen(owed)
+
     def _close_out(self, status: RunStatus, error: str | None, deadline: float) -> bool:
         """Close the run on the platform within ``deadline`` (plus ``CLOSE_MARGIN``)."""
         closer = self._closer
@@ -174,6 +184,11 @@ class FinishSequence:
                 "the platform did not confirm the run's close-out before the finish deadline; "
                 "`prime-runs sync` closes it if it stays open"
             )
+            return False
+        if isinstance(close.error, _finishing.LeftOpen):
+            self.left_open = close.error.owed
+            where = self.archive.path if self.archive is not None else None
+            self.report(_finishing.left_open_message(close.error.owed, status.value, where))
             return False
         if not outcome and close.error is not None:
             self.report(
@@ -210,6 +225,7 @@ class FinishSequence:
         return {
             **{"status": self.status.value, "summary": summary, "error": self.error},
             **{"finished_at": finished_at, "closed": closed, "pid": self._pid},
+            "left_open": self.left_open,
             **self.counters.status_fields(),
         }
 

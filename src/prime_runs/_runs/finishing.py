@@ -10,6 +10,11 @@
   every sink already stopped after repeated transient failures.
 - **The close-out** runs on a helper thread that ``finish()`` waits for until its deadline
   plus ``CLOSE_MARGIN``: a request the platform never answers cannot hold ``finish()``.
+- **Only a whole run is closed.** While a sink owes records (the deadline came first, or
+  the sink stopped), the close-out leaves the run open (``LeftOpen``), whatever its status:
+  the platform computes a run's numbers (and closes a training run's curves) when it is
+  closed, and a closed run takes no more writes. ``prime-runs sync`` delivers what is owed,
+  then closes the run with the status the producer gave.
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from prime_runs._journal.runinfo import closing_text, owed_text
 from prime_runs.errors import ConfigurationError
 
 logger = logging.getLogger("prime_runs")
@@ -65,6 +71,24 @@ def send_by(deadline: float, now: float) -> float:
     """When sending stops: part of what is left before ``deadline`` (a third, at most 5 s)
     is kept for the close-out, so a stalled upload cannot leave the run open."""
     return deadline - min(5.0, max(0.0, deadline - now) / 3)
+
+
+class LeftOpen(Exception):
+    """The close-out left the run open: ``owed`` (sink -> records) is not stored yet."""
+
+    def __init__(self, owed: dict[str, int]) -> None:
+        super().__init__(f"records not stored yet: {owed}")
+        self.owed = owed
+
+
+def left_open_message(owed: dict[str, int], status: str, where: object) -> str:
+    """What finish() says when it leaves the run open (see the module notes)."""
+    at = f" (in {where})" if where is not None else ""
+    return (
+        f"the run was left open on the platform: {owed_text(owed)} were not stored by the "
+        f"finish deadline and are kept in the archive{at}; `prime-runs sync` delivers them, "
+        f"then {closing_text(status)}"
+    )
 
 
 class CloseOut:

@@ -19,7 +19,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from prime_runs._runs.coverage import SUMMARIZED_KEY, record_of, stored_rows
+from prime_runs._runs.coverage import PARTIAL_KEY, SUMMARIZED_KEY, record_of, stored_rows
 from prime_runs.metrics import SummaryAccumulator
 from prime_runs.platform import evaluations
 from prime_runs.platform._http import PlatformClient
@@ -112,7 +112,7 @@ def check(
     written = extra.get("traces_episodes_written")
     merged: dict[str, Any] = {**metrics, **acc.result()}
     merged["prime_runs"] = {
-        **extra,
+        **{k: v for k, v in extra.items() if k != PARTIAL_KEY},  # every row was read now
         SUMMARIZED_KEY: len(seen),
         "traces_episodes_written": max(len(seen), written if isinstance(written, int) else 0),
     }

@@ -325,6 +325,7 @@ def closer(
         reason: str | None,
         deadline: float,
     ) -> None:
+        state.ensure_whole()  # records still owed: left open for `prime-runs sync`
         # Workers on other disks: the summary merges what the platform stored.
         summary = _coverage.closing_summary(
             state, lifecycle.client, registration.id, summary, deadline

@@ -312,6 +312,7 @@ def _closer(platform: TrainingPlatform, registration: TrainingRegistration) -> C
         if side is not None:
             # Rows first: the platform closes the run's curves at finalize.
             side.finish(_finishing.send_by(deadline, time.monotonic()) - _finishing.CLOSE_MARGIN)
+        state.ensure_whole()  # rows or records still owed: left open for `prime-runs sync`
         platform.close(registration.id, status, reason, deadline)
 
     return closing(close, platform.shutdown)

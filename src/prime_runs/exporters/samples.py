@@ -138,6 +138,7 @@ class SamplesSink:
             if p.check:
                 p.rows = [row for row in p.rows if row[0] in missing]
                 p.check = False
+        outcome.rows += len(ids) - len(missing)  # an earlier append stored them
         return True
 
     def _send(self, todo: list[_Rows], deadline: Deadline, outcome: Outcome) -> None:
@@ -165,6 +166,7 @@ class SamplesSink:
                 continue
             result = self._writer.append([row for _, row in batch], deadline=deadline)
             landed = set(result.acked)
+            outcome.rows += len(landed)
             for p, row in batch:
                 if row[0] in landed or row[0] not in result.failed:
                     p.rows.remove(row)

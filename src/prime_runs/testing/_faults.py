@@ -22,13 +22,15 @@ class Fault:
     code: str | None = None
 
 
-@dataclass(frozen=True)
+@dataclass
 class Stall:
-    """Requests to ``route`` (None: all) wait up to ``seconds`` or until ``released`` is set."""
+    """Requests to ``route`` (None: all) wait up to ``seconds`` or until ``released`` is set;
+    the first ``after`` of them are let through."""
 
     route: str | None
     seconds: float
     released: threading.Event
+    after: int = 0
 
 
 class FaultBook:
@@ -53,10 +55,10 @@ class FaultBook:
                     return pending.popleft()
             return None
 
-    def stall(self, route: str | None, seconds: float) -> None:
+    def stall(self, route: str | None, seconds: float, after: int = 0) -> None:
         with self._lock:
             self._release_stall()
-            self._stall = Stall(route, seconds, threading.Event())
+            self._stall = Stall(route, seconds, threading.Event(), after)
 
     def unstall(self) -> None:
         with self._lock:
@@ -65,9 +67,12 @@ class FaultBook:
     def stall_for(self, route: str) -> Stall | None:
         with self._lock:
             stall = self._stall
-            if stall is not None and stall.route in (None, route):
-                return stall
-            return None
+            if stall is None or stall.route not in (None, route):
+                return None
+            if stall.after > 0:
+                stall.after -= 1
+                return None
+            return stall
 
     def outage(self, status: int, routes: frozenset[str] | None) -> None:
         with self._lock:

@@ -207,12 +207,15 @@ class StandInPlatform(TrainingStandIn):
         fault = Fault(status, after_processing, retry_after, delay, reset, code)
         self._faults.add(route, fault, times)
 
-    def stall(self, route: str | None, seconds: float) -> None:
+    def stall(self, route: str | None, seconds: float, *, after: int = 0) -> None:
         """Until ``unstall()``, every request to ``route`` (None: all) waits ``seconds``
-        before it is handled. ``unstall()`` and ``stop()`` release waiting requests."""
+        before it is handled, but the first ``after`` of them. ``unstall()`` and ``stop()``
+        release waiting requests."""
         if route is not None:
             check_route(route)
-        self._faults.stall(route, seconds)
+        if after < 0:
+            raise ValueError("after must be at least 0")
+        self._faults.stall(route, seconds, after)
 
     def unstall(self) -> None:
         self._faults.unstall()
