@@ -31,6 +31,7 @@ from prime_runs import semconv
 from prime_runs._delivery.provenance import from_resource
 from prime_runs._genai import GenAICollector
 from prime_runs._records.encode import encode
+from prime_runs._runid import is_run_id, shown
 from prime_runs._runs.emptyrun import warn_if_empty
 from prime_runs._runs.limits import (
     count_limit,
@@ -82,6 +83,7 @@ class RunProcessor(SpanProcessor):
         self._join_lock = threading.Lock()
         self._runs: dict[int, RunState] = {}  # the runs this processor opened
         self._joined: dict[str, RunState] = {}
+        self._forged_said = False  # a baggage run id that is not one was reported
         # The kinds of limit already reported per run (one report each; every loss counted).
         self._limit_reported: weakref.WeakKeyDictionary[RunState, set[str]] = (
             weakref.WeakKeyDictionary()
@@ -313,6 +315,16 @@ class RunProcessor(SpanProcessor):
     def _join(self, parent_context: otel_context.Context | None) -> RunState | None:
         run_id = baggage.get_baggage(semconv.BAGGAGE_RUN_ID, parent_context)
         if not isinstance(run_id, str) or not run_id:
+            return None
+        if not is_run_id(run_id):  # forged or garbled baggage: join nothing (said once)
+            if not self._forged_said:
+                self._forged_said = True
+                logger.warning(
+                    "prime-runs: spans whose baggage %s is not a run id (e.g. %s) are not "
+                    "tracked: a run's carrier comes from run.context() unchanged",
+                    semconv.BAGGAGE_RUN_ID,
+                    shown(run_id),
+                )
             return None
         from prime_runs._runs.join import join_state
 

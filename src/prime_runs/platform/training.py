@@ -24,6 +24,7 @@ import httpx
 
 import prime_runs.platform.retry as retry
 from prime_runs._otel_private import suppress_instrumentation
+from prime_runs._runid import is_run_id, shown
 from prime_runs.errors import APIError, ConfigurationError, ConflictError, TransportError
 from prime_runs.platform._http import Deadline, PlatformClient
 from prime_runs.settings import Settings
@@ -181,9 +182,10 @@ class TrainingPlatform:
         response = self.client.request("POST", "/rft/external-runs", json=body, idempotent=False)
         run = response.get("run")
         run_id = run.get("id") if isinstance(run, dict) else None
-        if not isinstance(run_id, str) or not run_id:
+        if not is_run_id(run_id):  # it names the run's folder and later request paths
+            got = f"{shown(run_id)}, not a run id," if run_id else "no run id"
             raise APIError(
-                f"POST /rft/external-runs returned no run id (keys: {sorted(response)})",
+                f"POST /rft/external-runs returned {got} (keys: {sorted(response)})",
                 method="POST",
                 path="/rft/external-runs",
             )
