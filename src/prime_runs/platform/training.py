@@ -27,6 +27,7 @@ from prime_runs._otel_private import suppress_instrumentation
 from prime_runs._runid import is_run_id, shown
 from prime_runs.errors import APIError, ConfigurationError, ConflictError, TransportError
 from prime_runs.platform._http import Deadline, PlatformClient
+from prime_runs.platform._redact import secret_query
 from prime_runs.settings import Settings
 from prime_runs.status import RunStatus
 
@@ -234,7 +235,11 @@ class TrainingPlatform:
 
         def send(timeout: float) -> None:
             try:
-                with suppress_instrumentation(), httpx.Client(follow_redirects=False) as http:
+                with (
+                    suppress_instrumentation(),
+                    secret_query(),  # httpx logs the URL, and its query is a credential
+                    httpx.Client(follow_redirects=False) as http,
+                ):
                     response = http.put(
                         url,
                         content=data,
