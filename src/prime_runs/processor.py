@@ -23,6 +23,7 @@ from opentelemetry import context as otel_context
 from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
 from opentelemetry.trace import SpanContext
 
+import prime_runs._delivery.flushing as _flushing
 import prime_runs._delivery.registry as _registry
 import prime_runs._runs.closeouts as _closeouts
 import prime_runs._runs.exithooks as _exit
@@ -33,6 +34,7 @@ from prime_runs._genai import GenAICollector
 from prime_runs._records.encode import encode
 from prime_runs._runid import is_run_id, shown
 from prime_runs._runs.emptyrun import warn_if_empty
+from prime_runs._runs.finishing import CLOSE_MARGIN
 from prime_runs._runs.limits import (
     count_limit,
     cut_by_limit,
@@ -106,6 +108,7 @@ class RunProcessor(SpanProcessor):
     # -- hooks -----------------------------------------------------------------------
 
     def on_start(self, span: Span, parent_context: otel_context.Context | None = None) -> None:
+        _flushing.moved_on()
         try:
             if span.name == semconv.RUN_SPAN:
                 self._start_run(span, parent_context)
@@ -125,6 +128,7 @@ class RunProcessor(SpanProcessor):
             logger.warning("prime-runs: could not track a span", exc_info=True)
 
     def on_end(self, span: ReadableSpan) -> None:
+        _flushing.moved_on()
         try:
             context = span.context
             if context is None:
@@ -166,13 +170,16 @@ class RunProcessor(SpanProcessor):
         for state in self.open_runs():
             if state.finishing or not state.owner or state.forked:
                 continue  # a forked child or a joined worker never closes the run
-            left = max(0.0, deadline - time.monotonic())
+            # finish(timeout=T) may take T plus its close margin: ask for that much less.
+            left = max(0.0, deadline - time.monotonic() - CLOSE_MARGIN)
             _closeouts.close_open(state, RunStatus.CRASHED, SHUTDOWN_REASON, left)
         _closeouts.wait(deadline, owner=self)
 
     def force_flush(self, timeout_millis: int = 30000) -> bool:
         """Wait for close-outs under way, then for open runs' uploads, within the timeout."""
         deadline = time.monotonic() + max(0, timeout_millis) / 1000
+        # The processors after this one get what is left; ours on this thread keep to it.
+        _flushing.begin(deadline)
         closed = _closeouts.wait(deadline, owner=self)
         flushed = [state.flush(max(0.0, deadline - time.monotonic())) for state in self.open_runs()]
         return closed and all(flushed)
