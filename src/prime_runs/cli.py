@@ -128,7 +128,7 @@ def _ls(root: Path) -> int:
 def _show(root: Path, ref: str) -> int:
     try:
         archive = lookup_run(root, ref)
-    except RunNotFound as exc:
+    except (RunNotFound, ConfigurationError) as exc:
         print(f"prime-runs: {exc}", file=sys.stderr)
         return USAGE
     info = inspect(archive)
@@ -161,7 +161,7 @@ def _sync_runs(root: Path, refs: Sequence[str], environments: list[str]) -> int:
     for ref in refs:
         try:
             targets.append(lookup_run(root, ref))
-        except RunNotFound as exc:
+        except (RunNotFound, ConfigurationError) as exc:
             print(f"prime-runs: {exc}", file=sys.stderr)
             return USAGE
     everything = _inspect_all(list_runs(root))

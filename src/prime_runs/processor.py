@@ -23,6 +23,7 @@ from opentelemetry import context as otel_context
 from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
 from opentelemetry.trace import SpanContext
 
+import prime_runs._delivery.flushing as _flushing
 import prime_runs._delivery.registry as _registry
 import prime_runs._runs.closeouts as _closeouts
 import prime_runs._runs.exithooks as _exit
@@ -31,7 +32,9 @@ from prime_runs import semconv
 from prime_runs._delivery.provenance import from_resource
 from prime_runs._genai import GenAICollector
 from prime_runs._late_starts import LateStarts
+from prime_runs._runid import is_run_id, shown
 from prime_runs._runs.emptyrun import warn_if_empty
+from prime_runs._runs.finishing import CLOSE_MARGIN
 from prime_runs._runs.limits import (
     count_limit,
     cut_by_limit,
@@ -82,6 +85,7 @@ class RunProcessor(SpanProcessor):
         self._join_lock = threading.Lock()
         self._runs: dict[int, RunState] = {}  # the runs this processor opened
         self._joined: dict[str, RunState] = {}
+        self._forged_said = False  # a baggage run id that is not one was reported
         # The kinds of limit already reported per run (one report each; every loss counted).
         self._limit_reported: weakref.WeakKeyDictionary[RunState, set[str]] = (
             weakref.WeakKeyDictionary()
@@ -105,6 +109,7 @@ class RunProcessor(SpanProcessor):
     # -- hooks -----------------------------------------------------------------------
 
     def on_start(self, span: Span, parent_context: otel_context.Context | None = None) -> None:
+        _flushing.moved_on()
         try:
             if span.name == semconv.RUN_SPAN:
                 self._start_run(span, parent_context)
@@ -125,6 +130,7 @@ class RunProcessor(SpanProcessor):
             logger.warning("prime-runs: could not track a span", exc_info=True)
 
     def on_end(self, span: ReadableSpan) -> None:
+        _flushing.moved_on()
         try:
             context = span.context
             if context is None:
@@ -167,13 +173,16 @@ class RunProcessor(SpanProcessor):
         for state in self.open_runs():
             if state.finishing or not state.owner or state.forked:
                 continue  # a forked child or a joined worker never closes the run
-            left = max(0.0, deadline - time.monotonic())
+            # finish(timeout=T) may take T plus its close margin: ask for that much less.
+            left = max(0.0, deadline - time.monotonic() - CLOSE_MARGIN)
             _closeouts.close_open(state, RunStatus.CRASHED, SHUTDOWN_REASON, left)
         _closeouts.wait(deadline, owner=self)
 
     def force_flush(self, timeout_millis: int = 30000) -> bool:
         """Wait for close-outs under way, then for open runs' uploads, within the timeout."""
         deadline = time.monotonic() + max(0, timeout_millis) / 1000
+        # The processors after this one get what is left; ours on this thread keep to it.
+        _flushing.begin(deadline)
         closed = _closeouts.wait(deadline, owner=self)
         flushed = [state.flush(max(0.0, deadline - time.monotonic())) for state in self.open_runs()]
         return closed and all(flushed)
@@ -317,6 +326,16 @@ class RunProcessor(SpanProcessor):
     def _join(self, parent_context: otel_context.Context | None) -> RunState | None:
         run_id = baggage.get_baggage(semconv.BAGGAGE_RUN_ID, parent_context)
         if not isinstance(run_id, str) or not run_id:
+            return None
+        if not is_run_id(run_id):  # forged or garbled baggage: join nothing (said once)
+            if not self._forged_said:
+                self._forged_said = True
+                logger.warning(
+                    "prime-runs: spans whose baggage %s is not a run id (e.g. %s) are not "
+                    "tracked: a run's carrier comes from run.context() unchanged",
+                    semconv.BAGGAGE_RUN_ID,
+                    shown(run_id),
+                )
             return None
         from prime_runs._runs.join import join_state
 

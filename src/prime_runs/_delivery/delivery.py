@@ -26,6 +26,7 @@ from opentelemetry.trace import SpanContext, TraceFlags
 
 import prime_runs._delivery.pipeline as _pipeline
 import prime_runs._delivery.registry as _registry
+import prime_runs.platform.retry as retry
 from prime_runs import semconv
 from prime_runs._journal.archive import RunArchive
 from prime_runs._journal.ledger import Ledger
@@ -206,8 +207,15 @@ class Delivery:
     ) -> bool:
         """Deliver what ``claim`` gives until it gives nothing or ``until`` passes (and the
         records the channel keeps for a resend); False when some are not stored (yet)."""
+        # A request may take MIN_ATTEMPT_TIMEOUT whatever is left: none starts later than
+        # that before ``until`` (but one, when the whole budget is shorter), so an export
+        # ends by its time. What is not sent stays owed.
+        start_by = until - retry.MIN_ATTEMPT_TIMEOUT
+        now = time.monotonic()
+        if now >= until:
+            return False
         turn = self._turn(channel.name)
-        if not turn.acquire(timeout=max(0.0, until - time.monotonic())):
+        if not turn.acquire(timeout=max(0.0, start_by - now)):
             return False  # another delivery of this sink kept it busy all the while
         try:
             items = claim()
@@ -224,6 +232,9 @@ class Delivery:
                 items = claim()
                 if not items:
                     return ok and not channel.held()
+                if time.monotonic() >= start_by:  # no time for another request
+                    self.ledger.release(channel.name, items)
+                    return False
         finally:
             turn.release()
 

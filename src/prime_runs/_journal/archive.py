@@ -42,6 +42,7 @@ import prime_runs._journal.stampnotes as _stampnotes
 from prime_runs._journal.linereader import read_line
 from prime_runs._journal.nofollow import open_for_reading, open_in_run, segment_paths
 from prime_runs._records.item import RecordKey
+from prime_runs._runid import check_run_id
 
 RUN_FILE = "run.json"
 STATUS_FILE = "status.json"
@@ -58,6 +59,14 @@ SKIPPED = "skipped"  # the sink does not store this kind of record (not a loss)
 def settled_name(sink: str, how: str) -> str:
     """The ack-journal name under which ``sink`` records settled without storing them."""
     return f"{sink}:{how}"
+
+
+def run_folder(root: Path, run_id: str) -> Path:
+    """``<root>/<run_id>``: the one way a run id becomes a path. An id that is not one
+    (``..``, ``/abs``, a NUL: see ``_runid``) raises ``ConfigurationError``, so no folder
+    named by an id lies outside ``root``."""
+    check_run_id(run_id, source="the run id", fix="a run folder is named by a run id only")
+    return Path(root) / run_id
 
 
 def write_json_atomic(path: Path, value: Any) -> None:
@@ -169,7 +178,7 @@ class RunArchive:
 
     @classmethod
     def create(cls, root: Path, run_id: str, description: dict[str, Any]) -> RunArchive:
-        path = Path(root) / run_id
+        path = run_folder(root, run_id)
         (path / RECORDS_DIR).mkdir(parents=True, exist_ok=True)
         (path / ACKS_DIR).mkdir(exist_ok=True)
         archive = cls(path)

@@ -11,6 +11,7 @@ import json
 import math
 import os
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -20,12 +21,15 @@ from prime_runs._journal.archive import (
     RUN_FILE,
     SKIPPED,
     STATUS_FILE,
+    SYNC_FILE,
     RunArchive,
     list_runs,
+    run_folder,
     settled_name,
 )
 from prime_runs._journal.metrics_rows import count_pending
 from prime_runs._journal.nofollow import links_in, open_for_reading
+from prime_runs._runid import check_run_id
 from prime_runs.status import RunStatus
 
 TRACES = "traces"
@@ -92,6 +96,26 @@ class RunInfo:
         if self.mode == "online":  # an online run's folder is named by its platform id
             return {"id": self.run_id, "url": None}
         return {}
+
+    def platform_id(self) -> str:
+        """``platform["id"]``, for the requests that name it. An archive file is input (it
+        may be edited by hand): an id that is not one raises ``ConfigurationError``
+        naming the file."""
+        value = self.platform.get("id")
+        for name, doc in ((SYNC_FILE, self.sync_doc), (RUN_FILE, self.description)):
+            platform = doc.get("platform")
+            if isinstance(platform, dict) and platform.get("id") == value:
+                return check_run_id(
+                    value,
+                    source=f'{self.archive.path / name}: "platform": {{"id"}}',
+                    fix="set it to the run's id on the platform (the last part of its "
+                    "dashboard URL)",
+                )
+        return check_run_id(
+            value,
+            source=f"the online run folder {self.archive.path}'s name",
+            fix=f'add "platform": {{"id": "<its id on the platform>"}} to its {RUN_FILE}',
+        )
 
     @property
     def total_records(self) -> int:
@@ -352,20 +376,35 @@ class RunNotFound(LookupError):
     """``RUN`` names no single run; the message says what was found instead."""
 
 
+def _exists(path: Path, test: Callable[[Path], bool] = Path.is_file) -> bool:
+    try:
+        return test(path)
+    except OSError:  # a name too long for a path, say: no such folder
+        return False
+
+
 def lookup_run(root: Path, ref: str) -> RunArchive:
     """A run by folder path, by id under ``root``, by platform id, or by a unique id prefix.
     Raises ``RunNotFound`` with a message for the user (an ambiguous prefix lists its
-    matches; a folder that is not a run says so)."""
+    matches; a folder that is not a run says so), ``ConfigurationError`` for a ``ref``
+    that is neither a path nor a run id (``..``, a NUL)."""
     path = Path(ref)
-    if (path / RUN_FILE).is_file():
+    if _exists(path / RUN_FILE):  # a folder the user named by its path
         return RunArchive(path)
-    direct = Path(root) / ref
-    if ref and (direct / RUN_FILE).is_file():
-        return RunArchive(direct)
-    if path.is_dir():
+    if _exists(path, Path.is_dir):
         raise RunNotFound(f"{ref} is a folder but not a run folder (it has no {RUN_FILE})")
-    if os.sep in ref or (os.altsep and os.altsep in ref) or not ref:
+    if os.sep in ref or (os.altsep and os.altsep in ref):
         raise RunNotFound(f"no run folder at {ref}")
+    # Anything else is an id (or an id's prefix): never a path out of the root.
+    check_run_id(
+        ref,
+        source="RUN",
+        fix="give a run id, a unique prefix of one or a run folder's path "
+        "(`prime-runs ls` lists the runs)",
+    )
+    direct = run_folder(root, ref)
+    if (direct / RUN_FILE).is_file():
+        return RunArchive(direct)
     runs = list_runs(root)
     for archive in runs:
         for doc in (archive.sync_state(), archive.description()):

@@ -15,6 +15,7 @@ from prime_runs._journal.runinfo import RunNotFound, lookup_run
 from prime_runs._report._build import DEFAULT_BUDGET, build
 from prime_runs._report._html import render
 from prime_runs._report._load import load_run
+from prime_runs.errors import ConfigurationError
 
 REPORT_FILE = "report.html"
 OK, FAILED, USAGE = 0, 1, 2
@@ -82,7 +83,7 @@ def run_command(root: Path, args: argparse.Namespace) -> int:
     for ref in refs:
         try:
             archives.append(lookup_run(root, ref))  # the rules `show` follows
-        except RunNotFound as exc:
+        except (RunNotFound, ConfigurationError) as exc:
             print(f"prime-runs: {exc}", file=sys.stderr)
             return USAGE
     if embed_mb < 0:

@@ -13,6 +13,7 @@ import reprlib
 from collections.abc import Collection, Iterable, Mapping
 from typing import Any
 
+from prime_runs._runid import check_run_id
 from prime_runs.errors import ConfigurationError
 from prime_runs.platform.environments import check_environments_type
 
@@ -44,9 +45,12 @@ def check_arguments(arguments: Mapping[str, Any]) -> None:
         if key in arguments and not isinstance(arguments[key], bool):
             raise ConfigurationError(f"{key}= must be True or False, got {_kind(arguments[key])}")
     run_id = arguments.get("id")
-    if run_id is not None and (not isinstance(run_id, str) or not run_id.strip()):
-        raise ConfigurationError(
-            f"id= must be a non-empty evaluation id string, got {reprlib.repr(run_id)}"
+    if run_id is not None:
+        check_run_id(
+            run_id,
+            source="id=",
+            fix="pass the id the platform gave the run (e.g. a hosted evaluation's "
+            "$EVALUATION_ID), or leave id= out",
         )
     directory = arguments.get("dir")
     if directory is not None and not isinstance(directory, (str, os.PathLike)):

@@ -31,6 +31,7 @@ import prime_runs._runs.training_join as _training
 from prime_runs import semconv
 from prime_runs._delivery.provenance import upload_context
 from prime_runs._journal.archive import RunArchive
+from prime_runs._runid import check_run_id
 from prime_runs._runs.opening import RunOptions, archive_root, wire_sinks
 from prime_runs._runs.state import Identity, RunState
 from prime_runs.errors import ConfigurationError
@@ -71,14 +72,29 @@ def carrier(
     return out
 
 
-def extract(values: Mapping[str, str]) -> otel_context.Context | None:
-    """The context in a carrier (or ``TRACEPARENT``/``BAGGAGE`` env form) that names a run."""
+_FROM_OWNER = "join with the carrier the owner's run.context() returned, unchanged"
+_FROM_ENV = (
+    f"set {TRACEPARENT_ENV} and {BAGGAGE_ENV} from the owner's run.context(env=True), or unset them"
+)
+
+
+def _checked(run_id: object, source: str, fix: str = _FROM_OWNER) -> str:
+    return check_run_id(run_id, source=f"{source}'s {semconv.BAGGAGE_RUN_ID}", fix=fix)
+
+
+def extract(
+    values: Mapping[str, str], source: str = "the carrier", fix: str = _FROM_OWNER
+) -> otel_context.Context | None:
+    """The context in a carrier (or ``TRACEPARENT``/``BAGGAGE`` env form) that names a run.
+    A run id that is not one (``../x``, ``/abs``, a NUL) raises ``ConfigurationError``:
+    a carrier is input, often from a request's headers, and the id names a folder."""
     lowered = {k.lower(): v for k, v in values.items() if isinstance(v, str)}
     ctx = _PROPAGATOR.extract(lowered, context=otel_context.Context())
     run_id = baggage.get_baggage(semconv.BAGGAGE_RUN_ID, ctx)
     span_context = trace.get_current_span(ctx).get_span_context()
     if not run_id or not span_context.is_valid:
         return None
+    _checked(run_id, source, fix)
     return ctx
 
 
@@ -87,7 +103,8 @@ def context_to_join(explicit: Mapping[str, str] | None = None) -> otel_context.C
 
     An explicit carrier that names no run raises ``ConfigurationError`` rather
     than quietly creating a second run; an empty one (``context()`` of a
-    disabled run) means there is nothing to join.
+    disabled run) means there is nothing to join. A run id that is not one raises
+    ``ConfigurationError`` whichever of the three names it.
     """
     if explicit is not None:
         if not explicit:
@@ -100,12 +117,16 @@ def context_to_join(explicit: Mapping[str, str] | None = None) -> otel_context.C
             )
         return ctx
     current = otel_context.get_current()
-    if baggage.get_baggage(semconv.BAGGAGE_RUN_ID, current):
+    run_id = baggage.get_baggage(semconv.BAGGAGE_RUN_ID, current)
+    if run_id:
         span_context = trace.get_current_span(current).get_span_context()
         if span_context.is_valid:
+            _checked(run_id, "the current context")
             return current
     env = {k: os.environ[k] for k in (TRACEPARENT_ENV, BAGGAGE_ENV) if k in os.environ}
-    return extract(env) if TRACEPARENT_ENV in env else None
+    if TRACEPARENT_ENV not in env:
+        return None
+    return extract(env, f"the {BAGGAGE_ENV} environment variable", _FROM_ENV)
 
 
 # This process's open join of each run: joining the same run again (a Ray task per shard

@@ -14,6 +14,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from prime_runs._journal.archive import RunArchive
+from prime_runs._runid import is_run_id
 from prime_runs.errors import PrimeRunsError, SyncError
 from prime_runs.platform import evaluations
 from prime_runs.platform._http import PlatformClient
@@ -106,7 +107,7 @@ def _reconcile(
         for item in items
         if isinstance(item, dict)
         and evaluations.matches_request(item, body, since)
-        and _eval_id(item) not in claimed
+        and _eval_id(item) not in (None, *claimed)
     ]
     if not matches:
         return None
@@ -132,8 +133,10 @@ def _store(archive: RunArchive, sync: dict[str, Any], found: dict[str, Any]) -> 
 
 
 def _eval_id(item: dict[str, Any]) -> str | None:
+    """The listed evaluation's id; None when it has none that could be a run id (such an
+    entry is never adopted: its id would name the folder and the request paths)."""
     value = item.get("evaluation_id") or item.get("id")
-    return value if isinstance(value, str) and value else None
+    return value if is_run_id(value) else None
 
 
 def _created(item: dict[str, Any]) -> Any:

@@ -156,13 +156,16 @@ class _Syncer:
             # Registered and closed through the RFT API, never as an evaluation.
             return sync_training(self, info, self.settings)
         platform = info.platform
-        if not platform:
+        if platform:
+            eval_id = info.platform_id()  # read from an archive file: checked
+        else:
             if not (any(info.pending.values()) or info.needs_close):
                 return SyncReport(info.run_id, True, "nothing to sync")
             self._ensure_environments(environments)
             platform = register(self.archive, self.settings, self.client, claimed=self.claimed)
             self.desc = self.archive.description()
-        eval_id = self.eval_id = platform["id"]
+            eval_id = platform["id"]  # checked where the platform answered it
+        self.eval_id = eval_id
         failures = self.upload(eval_id, restamp=eval_id != info.run_id)
         closed_how = None
         if info.needs_close and not failures:

@@ -54,11 +54,14 @@ def sync_training(syncer: Uploader, info: RunInfo, settings: Settings) -> SyncRe
     platform = TrainingPlatform(settings)
     try:
         where = info.platform
-        if not where:
+        if where:
+            run_id = info.platform_id()  # read from an archive file: checked
+        else:
             if not (any(info.pending.values()) or info.needs_close):
                 return SyncReport(info.run_id, True, "nothing to sync")
             where = register(info.archive, settings, platform)
-        run_id = syncer.eval_id = str(where["id"])
+            run_id = str(where["id"])  # checked where the platform answered it
+        syncer.eval_id = run_id
         url = where.get("url") or platform.url_for(run_id)
         failures = syncer.upload(run_id, restamp=run_id != info.run_id)
         failures += send_metrics(info.archive.path, platform, run_id, syncer)

@@ -34,6 +34,7 @@ from typing import Any
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
+import prime_runs._delivery.flushing as _flushing
 import prime_runs._delivery.registry as _registry
 from prime_runs import semconv
 from prime_runs.errors import ConfigurationError
@@ -85,7 +86,9 @@ class RunRecordExporter(SpanExporter):
     def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
         if self._stopped:
             return SpanExportResult.FAILURE
-        until = time.monotonic() + self._timeout
+        # Within the provider force_flush this thread may be in (see ``_delivery.flushing``).
+        now = time.monotonic()
+        until = _flushing.capped(now + self._timeout, now)
         try:
             ok = True
             groups, untracked = _by_run(spans)

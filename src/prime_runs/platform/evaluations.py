@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING, Any
 
+from prime_runs._runid import is_run_id, shown
 from prime_runs.errors import APIError, ConflictError, PrimeRunsError
 from prime_runs.platform._http import is_ambiguous
 from prime_runs.status import RunStatus
@@ -99,17 +100,18 @@ def create(
 
     response = _post_once(client, body, deadline)
     eval_id = response.get("evaluation_id") or response.get("id")
-    if not isinstance(eval_id, str) or not eval_id:
+    if not is_run_id(eval_id):  # it names the run's folder and every later request path
+        got = f"{shown(eval_id)}, not a run id," if eval_id else "no evaluation_id"
         raise APIError(
-            f"POST /api/v1/evaluations/ returned no evaluation_id (keys: {sorted(response)})",
+            f"POST /api/v1/evaluations/ returned {got} (keys: {sorted(response)})",
             method="POST",
             path="/evaluations/",
         )
-    shown = response.get("name")
+    named = response.get("name")
     url = response.get("viewer_url") or response.get("viewerUrl")
     return Created(
         id=eval_id,
-        name=shown if isinstance(shown, str) and shown else sent_name,
+        name=named if isinstance(named, str) and named else sent_name,
         url=url if isinstance(url, str) and url else client.settings.evaluation_url(eval_id),
     )
 

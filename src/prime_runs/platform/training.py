@@ -24,8 +24,10 @@ import httpx
 
 import prime_runs.platform.retry as retry
 from prime_runs._otel_private import suppress_instrumentation
+from prime_runs._runid import is_run_id, shown
 from prime_runs.errors import APIError, ConfigurationError, ConflictError, TransportError
 from prime_runs.platform._http import Deadline, PlatformClient
+from prime_runs.platform._redact import secret_query
 from prime_runs.settings import Settings
 from prime_runs.status import RunStatus
 
@@ -181,9 +183,10 @@ class TrainingPlatform:
         response = self.client.request("POST", "/rft/external-runs", json=body, idempotent=False)
         run = response.get("run")
         run_id = run.get("id") if isinstance(run, dict) else None
-        if not isinstance(run_id, str) or not run_id:
+        if not is_run_id(run_id):  # it names the run's folder and later request paths
+            got = f"{shown(run_id)}, not a run id," if run_id else "no run id"
             raise APIError(
-                f"POST /rft/external-runs returned no run id (keys: {sorted(response)})",
+                f"POST /rft/external-runs returned {got} (keys: {sorted(response)})",
                 method="POST",
                 path="/rft/external-runs",
             )
@@ -232,7 +235,11 @@ class TrainingPlatform:
 
         def send(timeout: float) -> None:
             try:
-                with suppress_instrumentation(), httpx.Client(follow_redirects=False) as http:
+                with (
+                    suppress_instrumentation(),
+                    secret_query(),  # httpx logs the URL, and its query is a credential
+                    httpx.Client(follow_redirects=False) as http,
+                ):
                     response = http.put(
                         url,
                         content=data,

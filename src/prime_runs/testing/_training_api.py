@@ -137,10 +137,15 @@ class TrainingApi:
             run = self._run_for(call, body)
             if isinstance(run, Reply):
                 return run
-            token = secrets.token_hex(8)
+            token = secrets.token_hex(32)  # as long as a SigV4 signature
             key = f"rft/{run['id']}/samples/step_{step}_{token[:6]}.parquet"
             self._state.presigned[key] = {"run_id": run["id"], "step": step, "token": token}
-        url = f"{self._settings.base_url}/_objects/{key}?token={token}"
+        # Shaped as an S3 presigned URL: its query is a write credential for an hour.
+        url = (
+            f"{self._settings.base_url}/_objects/{key}?X-Amz-Algorithm=AWS4-HMAC-SHA256"
+            f"&X-Amz-Credential=STANDIN%2F{step}%2Fs3%2Faws4_request&X-Amz-Expires="
+            f"{PRESIGN_EXPIRES}&X-Amz-SignedHeaders=host&X-Amz-Signature={token}"
+        )
         return Reply(
             200, {"data": {"presignedUrl": url, "s3Key": key, "expiresIn": PRESIGN_EXPIRES}}
         )
@@ -188,7 +193,7 @@ class TrainingApi:
             return detail(400, "a presigned upload must not carry platform credentials")
         with self._state.lock:
             grant = self._state.presigned.get(key)
-        if grant is None or call.query.get("token") != grant["token"]:
+        if grant is None or call.query.get("X-Amz-Signature") != grant["token"]:
             return detail(403, "SignatureDoesNotMatch")
         if call.headers.get("content-type") != "application/parquet":
             return detail(403, "SignatureDoesNotMatch: Content-Type must be application/parquet")
