@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from prime_runs._journal.archive import RunArchive, list_runs
+from prime_runs._journal.metrics_series import read as read_metrics
 from prime_runs._journal.runinfo import RunInfo, RunNotFound, inspect, lookup_run
 from prime_runs._progress import Progress
 from prime_runs._report import add_parser as add_report_parser
@@ -25,6 +26,7 @@ from prime_runs._report import run_command as run_report
 from prime_runs._runs.opening import archive_root
 from prime_runs._runs.training_register import fill_in
 from prime_runs._show import episode_rewards, render_ls, render_show
+from prime_runs._show_training import EpisodeTally, episode_lines, is_training, metric_lines
 from prime_runs._sync.syncer import SyncReport, sync_run
 from prime_runs._version import __version__
 from prime_runs.errors import ConfigurationError
@@ -148,7 +150,14 @@ def _show(root: Path, ref: str) -> int:
         print(f"prime-runs: {exc}", file=sys.stderr)
         return USAGE
     info = inspect(archive)
-    print(render_show(info, episode_rewards(info)))
+    if not is_training(info):
+        print(render_show(info, episode_rewards(info)))
+        return OK
+    tally = EpisodeTally(info)
+    rewards = episode_rewards(info, tally)
+    tally.refine(info)
+    lines = [*metric_lines(read_metrics(archive.path)), *episode_lines(tally)]
+    print(render_show(info, rewards, lines))
     return OK
 
 
