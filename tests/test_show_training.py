@@ -5,7 +5,6 @@ what `prime-runs sync` then stores (checked against the stand-in over HTTP)."""
 
 from __future__ import annotations
 
-import copy
 import io
 import math
 import re
@@ -15,9 +14,8 @@ import sys
 import pyarrow.parquet as pq
 
 import prime_runs as pr
+from _training_loop import STEPS, train_offline
 from prime_runs.testing import StandInPlatform
-
-STEPS = 30
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess[str]:
@@ -27,45 +25,6 @@ def _cli(*args: str) -> subprocess.CompletedProcess[str]:
         text=True,
         timeout=120,
     )
-
-
-def training_episodes(episodes: list[dict], steps: int = STEPS) -> list[dict]:
-    """Two episodes per step: one on-policy, one a step behind its policy (off-policy),
-    the latter without a conversation at each step on the table's cadence (it failed before
-    any model call)."""
-    out = []
-    for step in range(steps):
-        for i in range(2):
-            record = copy.deepcopy(episodes[(2 * step + i) % len(episodes)])
-            record["id"] = f"s{step}-{i}"
-            for member in record["traces"]:
-                member["id"] = f"s{step}-{i}-{member['id']}"
-                if i == 1 and step % 10 == 0:
-                    member["nodes"], member["calls"] = [], []
-            policy = {"start": step, "end": step} if i == 0 else {"start": step - 1, "end": step}
-            record["run"] = {"work": {"type": "train", "step": step, "policy": policy}}
-            out.append(record)
-    return out
-
-
-def train_offline(episodes: list[dict], name: str = "grpo-offline") -> pr.Run:
-    run = pr.init(
-        kind="train",
-        name=name,
-        model="Qwen/Qwen3-4B",
-        team_id="team-1",
-        training=pr.TrainingSpec(max_steps=STEPS, batch_size=8, rollouts_per_example=2),
-        config={"lr": 1e-5},
-        mode="offline",
-    )
-    records = training_episodes(episodes)
-    for step in range(STEPS):
-        run.log_episodes([r for r in records if r["run"]["work"]["step"] == step])
-        run.log_metrics(
-            {"loss": 2.0 * math.exp(-step / 8), "reward": {"mean": step / STEPS}}, step=step
-        )
-    run.finish()
-    return run
 
 
 def _field(text: str, label: str) -> str:
