@@ -194,23 +194,33 @@ function episodeListItem(report, item, selected, onOpen) {
   return entry;
 }
 
-// Returns {element, filter(text), open(runIndex, position)}.
-function episodeBrowser(report, episodesByRun) {
-  const pane = h("div", {class: "browser-detail", id: "episode-detail"}, note("Pick an episode from the list."));
-  const list = h("ul", {class: "episode-list"});
-  const more = h("button", {type: "button", class: "more"});
+// The list's filters: text, failed, embedded; the run (several runs); a training run's
+// step (one, or a range) and policy.
+function browserControls(report) {
   const runChoices = [["all", "all runs"], ...report.runs.map((run, i) => [String(i), run.name])];
   const selects = report.runs.length > 1 ? [["run", "run", runChoices]] : [];
   const training = report.runs.some((run) => run.training);
   const policies = [["all", "all"], ["on-policy", "on-policy"], ["off-policy", "off-policy"], ["policy not recorded", "not recorded"], ["eval work", "eval work"]];
   if (training) selects.push(["policy", "policy", policies]);
-  const inputs = training ? [["step", "step", "e.g. 40 or 40-50"]] : [];
+  return {
+    placeholder: "Search episodes: id, example, stop, error, message content",
+    checks: [["failed", "failed only"], ["embedded", "with messages only"]],
+    selects: selects,
+    inputs: training ? [["step", "step", "e.g. 40 or 40-50"]] : [],
+  };
+}
+
+// Returns {element, filter(text), showStep(step), open(runIndex, position)}.
+function episodeBrowser(report, episodesByRun) {
+  const pane = h("div", {class: "browser-detail", id: "episode-detail"}, note("Pick an episode from the list."));
+  const list = h("ul", {class: "episode-list"});
+  const more = h("button", {type: "button", class: "more"});
   const all = episodesByRun.flatMap((rows, runIndex) => rows.map((row) => ({runIndex: runIndex, row: row})));
   let matching = all;
   let shown = PAGE_SIZE;
   let selected = null;
 
-  const bar = filterBar({placeholder: "Search episodes: id, example, stop, error, message content", checks: [["failed", "failed only"], ["embedded", "with messages only"]], selects: selects, inputs: inputs}, refresh);
+  const bar = filterBar(browserControls(report), refresh);
 
   function refresh() {
     const filter = bar.value();
