@@ -59,7 +59,8 @@ def test_ls_lists_each_run_with_status_counts_reward_and_pending(tmp_path, episo
     assert main(["ls", "--dir", str(tmp_path)]) == 0
 
     lines = capsys.readouterr().out.splitlines()
-    assert lines[0].split() == ["ID", "NAME", "MODE", "STATUS", "EPISODES", "REWARD", "PENDING"]
+    header = ["ID", "NAME", "MODE", "STATUS", "EPISODES", "REWARD", "KIND", "PENDING"]
+    assert lines[0].split() == header
     rows = {line.split()[0]: line for line in lines[1:]}
     assert rows.keys() == {done.id, failed.id, crashed.id}
     summary = RunArchive(Path(done.archive_path)).status()["summary"]

@@ -1,7 +1,8 @@
 """Two things 0.1.4 did that a training loop may lean on, against the stand-in over HTTP:
 ``run.log_metrics()`` after ``finish()`` raises under ``on_error="raise"`` (any run kind;
 under "warn" it is reported and dropped), and a run left open at interpreter exit is closed
-within its ``init(finish_timeout=)`` rather than the generic exit budget."""
+within its ``init(finish_timeout=)`` rather than the generic exit budget. Also: an
+evaluation refuses rows at any time, saying once what to use instead."""
 
 from __future__ import annotations
 
@@ -27,10 +28,11 @@ def _train(**kw: object) -> pr.Run:
 
 def test_log_metrics_after_finish_raises_under_on_error_raise(prime_env: StandInPlatform) -> None:
     evaluation = pr.init(environments=["gsm8k"], on_error="raise")
-    evaluation.log_metrics({"loss": 1.0}, step=0)  # an evaluation ignores rows...
+    with pytest.raises(pr.RecordError, match="is an evaluation"):
+        evaluation.log_metrics({"loss": 1.0}, step=0)  # an evaluation has no rows...
     evaluation.finish()
     with pytest.raises(pr.RunFinishedError, match="has finished"):
-        evaluation.log_metrics({"loss": 1.0}, step=1)  # ...but not after finish(), as 0.1.4
+        evaluation.log_metrics({"loss": 1.0}, step=1)  # ...and after finish(), as 0.1.4
     training = _train(on_error="raise")
     training.log_metrics({"loss": 1.0}, step=0)
     training.finish()
@@ -85,3 +87,20 @@ def test_a_run_left_open_at_exit_is_closed_within_its_finish_timeout(
     assert took < EXIT_TIMEOUT / 2, (took, done.stderr)
     assert [r["step"] for r in prime_env.training_metrics(run_id)] == [0]
     assert prime_env.requests_for("rft_status")  # the close-out was tried, as crashed
+
+
+def test_log_metrics_on_an_evaluation_is_refused_once_naming_what_to_use(
+    prime_env: StandInPlatform, caplog: pytest.LogCaptureFixture
+) -> None:
+    evaluation = pr.init(environments=["gsm8k"])
+    with caplog.at_level("WARNING", logger="prime_runs"):
+        for step in range(3):
+            evaluation.log_metrics({"loss": 1.0}, step=step)
+    evaluation.finish()
+    warnings = [r.getMessage() for r in caplog.records if "is an evaluation" in r.getMessage()]
+    assert len(warnings) == 1  # once per run, not once per call
+    (entry,) = [e for e in evaluation.errors if "is an evaluation" in e]
+    assert "3 refused so far" in entry
+    assert 'init(kind="train")' in entry and "update_summary" in entry
+    assert evaluation.status is pr.RunStatus.COMPLETED  # never fatal to the producer
+    assert prime_env.requests_for("rft_metrics") == []

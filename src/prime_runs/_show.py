@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any, NamedTuple
 
+import prime_runs._show_training as _training
 from prime_runs._configview import text_lines
+from prime_runs._journal.archive import RecordKey
 from prime_runs._journal.runinfo import (
     SINK_LABELS,
     RunInfo,
@@ -23,8 +25,9 @@ HISTOGRAM_BINS = 5
 
 
 def render_ls(infos: Sequence[RunInfo]) -> str:
-    """A table: id, name, mode, status, records, mean reward, what is pending upload."""
-    header = ("ID", "NAME", "MODE", "STATUS", "EPISODES", "REWARD", "PENDING")
+    """A table: id, name, mode, status, records, mean reward, kind (eval or train), what
+    is pending upload (the sample table's as an upper bound: see ``RunInfo.estimated``)."""
+    header = ("ID", "NAME", "MODE", "STATUS", "EPISODES", "REWARD", "KIND", "PENDING")
     rows = [header]
     for info in infos:
         rows.append(
@@ -35,6 +38,7 @@ def render_ls(infos: Sequence[RunInfo]) -> str:
                 info.status_label,
                 str(info.total_records),
                 _number(info.mean_reward),
+                _training.kind_label(info),
                 info.pending_text(),
             )
         )
@@ -46,6 +50,9 @@ def render_ls(infos: Sequence[RunInfo]) -> str:
     return "\n".join(lines)
 
 
+Observer = Callable[[RecordKey, dict[str, Any]], None]
+
+
 class Rewards(NamedTuple):
     """Per readable record its summary reward; per reason, the lines that are not records."""
 
@@ -53,17 +60,20 @@ class Rewards(NamedTuple):
     unreadable: dict[str, int]
 
 
-def episode_rewards(info: RunInfo) -> Rewards:
+def episode_rewards(info: RunInfo, observe: Observer | None = None) -> Rewards:
     """Per record: the summary trace's reward for an episode (first trainable trace, else the
     first), the trace's own for a bare trace. Lines that are not records are counted by
-    reason; records whose reward cannot be computed are left out."""
+    reason; records whose reward cannot be computed are left out. ``observe`` sees every
+    record read (a training run's episodes by step), so none is decoded twice."""
     values: list[float] = []
     unreadable: dict[str, int] = {}
-    for _key, _kind, data in info.archive.iter_records():
+    for key, _kind, data in info.archive.iter_records():
         record, problem = parse_record(data)
         if record is None:
             unreadable[problem or NOT_JSON] = unreadable.get(problem or NOT_JSON, 0) + 1
             continue
+        if observe is not None:
+            observe(key, record)
         try:
             traces = record.get("traces")
             trace = traces[summary_trace_index(traces)] if traces else record
@@ -75,7 +85,8 @@ def episode_rewards(info: RunInfo) -> Rewards:
     return Rewards(values, unreadable)
 
 
-def render_show(info: RunInfo, rewards: Rewards) -> str:
+def render_show(info: RunInfo, rewards: Rewards, training: Sequence[str] = ()) -> str:
+    """``training``: the lines ``_show_training`` adds for a training run."""
     d = info.description
     status = info.status_doc
     platform = info.platform
@@ -95,6 +106,9 @@ def render_show(info: RunInfo, rewards: Rewards) -> str:
     add("environments", ", ".join(str(e) for e in d.get("environments") or []) or "-")
     add("model", d.get("model") or "-")
     add("framework", d.get("framework") or "-")
+    add("kind", "training" if _training.is_training(info) else "evaluation")
+    if _training.is_training(info):
+        add("training", _training.spec_line(d))
     if d.get("description"):
         add("description", d["description"])
     if d.get("tags"):
@@ -128,6 +142,7 @@ def render_show(info: RunInfo, rewards: Rewards) -> str:
             f"{info.pending.get(sink, 0)} pending",
         )
     add("pending", info.pending_text())
+    lines.extend(training)
     add("report", f"prime-runs report {info.run_id}  (HTML: charts, examples, episodes)")
     summary = status.get("summary")
     if isinstance(summary, dict) and summary:

@@ -15,14 +15,18 @@ import sys
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
+from typing import NamedTuple
 
 from prime_runs._journal.archive import RunArchive, list_runs
+from prime_runs._journal.metrics_series import read as read_metrics
 from prime_runs._journal.runinfo import RunInfo, RunNotFound, inspect, lookup_run
 from prime_runs._progress import Progress
 from prime_runs._report import add_parser as add_report_parser
 from prime_runs._report import run_command as run_report
 from prime_runs._runs.opening import archive_root
+from prime_runs._runs.training_register import fill_in
 from prime_runs._show import episode_rewards, render_ls, render_show
+from prime_runs._show_training import EpisodeTally, episode_lines, is_training, metric_lines
 from prime_runs._sync.syncer import SyncReport, sync_run
 from prime_runs._version import __version__
 from prime_runs.errors import ConfigurationError
@@ -65,6 +69,18 @@ def _parser() -> argparse.ArgumentParser:
         help="register the named RUNs that have no environment under NAME (repeatable); "
         "stored in their run.json",
     )
+    sync.add_argument(
+        "--model",
+        metavar="NAME",
+        help="register the named training RUNs that have no model with NAME as their base "
+        "model; stored in their run.json",
+    )
+    sync.add_argument(
+        "--team-id",
+        metavar="TEAM",
+        help="register the named training RUNs that have no team under TEAM; stored in "
+        "their run.json",
+    )
     sync.add_argument("-v", "--verbose", action="store_true", help="log each request step")
     add_report_parser(commands, dir_help)
     return parser
@@ -99,9 +115,11 @@ def _command(parser: argparse.ArgumentParser, args: argparse.Namespace, root: Pa
         return _show(root, args.run)
     if args.command == "report":
         return run_report(root, args)
-    if args.environment and not args.runs:
-        parser.error("--environment needs the RUNs it is for")
-    return _sync(root, args.runs, verbose=args.verbose, environments=args.environment)
+    given = Registration(args.environment or [], args.model, args.team_id)
+    flags = zip(("--environment", "--model", "--team-id"), given, strict=True)
+    for flag in [flag for flag, value in flags if value and not args.runs][:1]:
+        parser.error(f"{flag} needs the RUNs it is for")
+    return _sync(root, args.runs, verbose=args.verbose, given=given)
 
 
 def _quiet_stdout() -> None:
@@ -132,18 +150,31 @@ def _show(root: Path, ref: str) -> int:
         print(f"prime-runs: {exc}", file=sys.stderr)
         return USAGE
     info = inspect(archive)
-    print(render_show(info, episode_rewards(info)))
+    if not is_training(info):
+        print(render_show(info, episode_rewards(info)))
+        return OK
+    tally = EpisodeTally(info)
+    rewards = episode_rewards(info, tally)
+    tally.refine(info)
+    lines = [*metric_lines(read_metrics(archive.path)), *episode_lines(tally)]
+    print(render_show(info, rewards, lines))
     return OK
 
 
-def _sync(
-    root: Path, refs: Sequence[str], *, verbose: bool, environments: Sequence[str] | None
-) -> int:
+class Registration(NamedTuple):
+    """What ``sync`` was given to register runs whose run.json lacks it."""
+
+    environments: list[str]
+    model: str | None
+    team_id: str | None
+
+
+def _sync(root: Path, refs: Sequence[str], *, verbose: bool, given: Registration) -> int:
     with _logging(verbose):
-        return _sync_runs(root, refs, list(environments or []))
+        return _sync_runs(root, refs, given)
 
 
-def _sync_runs(root: Path, refs: Sequence[str], environments: list[str]) -> int:
+def _sync_runs(root: Path, refs: Sequence[str], given: Registration) -> int:
     try:
         # Any mode will do: sync only needs the key and the URLs.
         settings = Settings.resolve(mode="offline")
@@ -178,7 +209,7 @@ def _sync_runs(root: Path, refs: Sequence[str], environments: list[str]) -> int:
             for other in everything
             if other.run_id != archive.run_id and other.platform.get("id")
         }
-        report = _sync_one(archive, settings, progress, claimed, environments)
+        report = _sync_one(archive, settings, progress, claimed, given)
         if report.skipped:
             _say(f"{report.run_id}: skipped: {report.message}")
             if explicit:
@@ -214,12 +245,21 @@ def _sync_one(
     settings: Settings,
     progress: Progress,
     claimed: set[str],
-    environments: list[str],
+    given: Registration,
 ) -> SyncReport:
     """Sync one run; whatever goes wrong with it is its report, so the next run still syncs."""
     try:
         info = inspect(archive)
+        # A training run's registration reads them from run.json (an evaluation's sync
+        # takes its environments as an argument).
+        if not info.running and fill_in(
+            archive, model=given.model, team_id=given.team_id, environments=given.environments
+        ):
+            info = inspect(archive)
+        environments = given.environments
         return sync_run(info, settings, progress, claimed=claimed, environments=environments)
+    except ConfigurationError as exc:  # a value given to sync that cannot be used
+        return SyncReport(archive.run_id, False, str(exc))
     except Exception as exc:  # one broken run must not stop a sync of many
         logging.getLogger("prime_runs").debug("sync of %s failed", archive.path, exc_info=True)
         return SyncReport(archive.run_id, False, f"unexpected error: {type(exc).__name__}: {exc}")

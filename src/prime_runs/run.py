@@ -223,9 +223,9 @@ class Run:
         """Log one step's metrics of a training run: one row on the platform per call,
         sent off this thread and journaled first. ``step`` becomes ``values["step"]``
         unless set; every row gets a ``_timestamp``; non-finite numbers are dropped. Bad
-        values are handled as bad records are, and so is a call after ``finish()``. An eval
-        run accepts and ignores it (until ``finish()``). See
-        ``docs/training.md``."""
+        values are handled as bad records are, and so is a call after ``finish()``. An
+        evaluation refuses the row: ``RecordError`` under ``on_error="raise"``, otherwise one
+        warning and one ``errors`` entry per run. See ``docs/training.md``."""
         if self._state is not None and self._status is not RunStatus.RUNNING:
             refuse_late(self._state, 1, "metrics")  # this handle of a shared join finished
             return

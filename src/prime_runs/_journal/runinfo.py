@@ -68,6 +68,9 @@ class RunInfo:
     # run then counts as dead and unfinished: sync closes it as crashed, naming this.
     status_problem: str | None = None
     links: list[str] = field(default_factory=list)  # symbolic links in the folder, not read
+    # Sinks whose pending count is an upper bound: the sample table's, counted without
+    # reading the episodes (`show` reads them and knows which get a row).
+    estimated: set[str] = field(default_factory=set)
 
     @property
     def run_id(self) -> str:
@@ -184,7 +187,11 @@ class RunInfo:
 
     def pending_text(self) -> str:
         """``-`` when nothing is left, else e.g. ``20 traces, 20 samples, close``."""
-        parts = [f"{n} {SINK_LABELS[sink]}" for sink, n in self.pending.items() if n]
+        parts = [
+            f"{'up to ' if sink in self.estimated else ''}{n} {SINK_LABELS[sink]}"
+            for sink, n in self.pending.items()
+            if n
+        ]
         if self.needs_close:
             parts.append("close")
         return ", ".join(parts) if parts else "-"
@@ -254,6 +261,7 @@ def inspect(archive: RunArchive) -> RunInfo:
             names = [TRAIN_SAMPLES, *(settled_name(TRAIN_SAMPLES, h) for h in (REJECTED, SKIPPED))]
             done = {k for n in names for k in acks.get(n, ()) if k.segment.startswith(EPISODES)}
             info.pending[TRAIN_SAMPLES] = max(0, episodes - len(done))
+            info.estimated.add(TRAIN_SAMPLES)  # some may get no row (show tells)
     return info
 
 

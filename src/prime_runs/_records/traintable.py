@@ -81,23 +81,33 @@ def encode(
 ) -> bytes | None:
     """The Parquet bytes of ``samples`` (``build_samples(episodes)``), or ``None`` when no
     sample has a trajectory."""
+    return encode_rows(episodes, samples, run_id, step, offset)[0]
+
+
+def encode_rows(
+    episodes: Sequence[Any], samples: Sequence[Any], run_id: str, step: int, offset: int
+) -> tuple[bytes | None, set[Any]]:
+    """:func:`encode`, and the ids of the episodes that have a row in it: a sample without
+    a trajectory (an episode that never produced a message) has none."""
     pa = _pyarrow()
     extras = _training_columns(episodes)
     now = datetime.now(timezone.utc)
     rows = []
+    rowed: set[Any] = set()
     for sample_id, sample in enumerate(samples, start=offset):
         if not isinstance(sample, dict) or not sample.get("trajectory"):
             continue  # nothing to show: no conversation
         advantage, env_name = extras.get(sample.get("episode_id"), (None, ""))
         rows.append(_row(sample, sample_id, advantage, env_name, run_id, step, now))
+        rowed.add(sample.get("episode_id"))
     if not rows:
-        return None
+        return None, rowed
     table = pa.Table.from_pylist(rows, schema=schema())
     buffer = io.BytesIO()
     pa.parquet.write_table(
         table, buffer, compression="snappy", use_dictionary=True, write_statistics=True
     )
-    return buffer.getvalue()
+    return buffer.getvalue(), rowed
 
 
 def _training_columns(episodes: Sequence[Any]) -> dict[Any, tuple[Any, str]]:

@@ -19,12 +19,13 @@ from prime_runs._configview import view as config_view
 from prime_runs._report._browse import browse_order, episode_doc
 from prime_runs._report._episode import EpisodeSummary, Example
 from prime_runs._report._load import LoadedRun, read_record
+from prime_runs._report._training import training_doc
 from prime_runs._version import __version__
 
 DEFAULT_BUDGET = 12 * 1024 * 1024
 EPISODE_FIELDS = (
     "id", "example", "reward", "ok", "stop", "error", "tokens", "duration", "traces",
-    "turns", "started", "browse",
+    "turns", "started", "browse", "step", "policy", "lag",
 )  # fmt: skip
 
 
@@ -129,6 +130,7 @@ def _run_doc(
         stops=_stats.stop_conditions(episodes),
         episodes={"fields": list(EPISODE_FIELDS), "rows": rows},
         browse=browse,
+        training=training_doc(run),
     )
     return doc
 
@@ -140,6 +142,7 @@ def _header(run: LoadedRun) -> dict[str, Any]:
     return {
         "id": info.run_id,
         "name": info.name,
+        "kind": "train" if d.get("kind") == "train" else "eval",
         "model": d.get("model"),
         "environments": [str(e) for e in d.get("environments") or []],
         "framework": d.get("framework"),
@@ -198,9 +201,11 @@ def _passing(
 
 def _episode_row(e: EpisodeSummary, example: int, browse: int) -> list[Any]:
     duration = round(e.duration, 3) if e.duration is not None else None
+    work = e.work
     return [
         e.id, example, e.reward, e.ok, e.stop, e.error, e.tokens_total, duration, e.traces,
-        e.turns, e.started, browse,
+        e.turns, e.started, browse, work.step if work else None, work.policy if work else None,
+        work.lag if work else None,
     ]  # fmt: skip
 
 

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import prime_runs._records.access as _records
+from prime_runs._records.trainwork import Work, has_messages, work_of
 
 ERROR_TEXT_LIMIT = 160
 NAME_LIMIT = 200  # an example's display name; the key is kept whole
@@ -51,6 +52,8 @@ class EpisodeSummary:
     metrics: dict[str, float]
     started: float | None
     agents: list[str] = field(default_factory=list)
+    work: Work | None = None  # ``run.work`` of a training run's episode (``trainwork``)
+    messages: bool = True  # its summary trace holds a conversation (a sample-table row)
 
     @property
     def error(self) -> str | None:
@@ -222,6 +225,8 @@ def summarize(record: Mapping[str, Any]) -> EpisodeSummary:
         metrics=metrics,
         started=started,
         agents=[_text(_mapping(t.get("agent")).get("name")) or "agent" for t in members],
+        work=(work := work_of(record)),
+        messages=has_messages(record) if work is not None else True,
     )
 
 

@@ -26,7 +26,15 @@ from typing import Any
 from prime_runs._records.jsonio import sanitize_nonfinite
 
 # Read in this order and joined into the page's one script.
-SCRIPTS = ("dom.js", "charts.js", "tables.js", "browser.js", "report.js")
+SCRIPTS = (
+    "dom.js",
+    "charts.js",
+    "linechart.js",
+    "tables.js",
+    "browser.js",
+    "training.js",
+    "report.js",
+)
 _PLACEHOLDER = re.compile(r"\{\{([A-Z]+)\}\}")
 # Characters that could end the data block or open markup, the two JavaScript line
 # terminators, and lone surrogates (valid in a JSON string escape, not in UTF-8).

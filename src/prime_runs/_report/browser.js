@@ -109,6 +109,8 @@ function episodeDetail(report, runIndex, row) {
       ["tokens", fmtInt(row.tokens)],
       ["duration", fmtSeconds(row.duration)],
       ["started", fmtTime(row.started)],
+      ["step", isNumber(row.step) ? fmtInt(row.step) + " (dispatch step, run.work.step)" : null],
+      ["policy", row.policy ? policyText(row) : null],
       ["expected answer", doc && doc.answer !== null && doc.answer !== undefined ? String(doc.answer) : null],
     ])
   );
@@ -122,9 +124,26 @@ function episodeDetail(report, runIndex, row) {
   return detail;
 }
 
+function policyText(row) {
+  return row.policy + (row.policy === "off-policy" && isNumber(row.lag) ? " (lag " + fmtInt(row.lag) + ")" : "");
+}
+
+// "41" or "40-50" (either end may be left out): the steps a filter keeps; null keeps all.
+function stepRange(text) {
+  const found = /^(\d*)\s*(?:[-–]\s*(\d*))?$/.exec(text || "");
+  if (!text) return null;
+  if (!found) return [Infinity, -Infinity];  // not a step: nothing matches
+  const from = found[1] === "" ? -Infinity : Number(found[1]);
+  const to = found[2] === undefined ? from : found[2] === "" ? Infinity : Number(found[2]);
+  return [from, to];
+}
+
 function episodeMatches(report, item, filter) {
   const row = item.row;
   if (filter.selects.run && filter.selects.run !== "all" && String(item.runIndex) !== filter.selects.run) return false;
+  const steps = stepRange(filter.inputs.step);
+  if (steps && !(isNumber(row.step) && row.step >= steps[0] && row.step <= steps[1])) return false;
+  if (filter.selects.policy && filter.selects.policy !== "all" && row.policy !== filter.selects.policy) return false;
   if (filter.checks.failed && row.ok) return false;
   if (filter.checks.embedded && row.browse < 0) return false;
   if (!filter.query) return true;
@@ -164,7 +183,9 @@ function episodeListItem(report, item, selected, onOpen) {
     {class: "episode-item" + (selected ? " selected" : ""), tabindex: 0, "data-episode": row.id},
     report.runs.length > 1 ? swatch(item.runIndex) : null,
     h("span", {class: "episode-name"}, shorten(example.name || row.id, 28)),
+    isNumber(row.step) ? h("span", {class: "muted step"}, "step " + fmtInt(row.step)) : null,
     h("span", {class: "num"}, fmtNum(row.reward, 2)),
+    row.policy === "off-policy" ? badge("off-policy" + (isNumber(row.lag) ? " +" + fmtInt(row.lag) : ""), "warn") : row.policy === "on-policy" ? badge("on-policy", "ok") : null,
     row.ok ? null : badge("failed", "bad"),
     row.browse < 0 ? badge("no messages", "muted") : null
   );
@@ -173,19 +194,33 @@ function episodeListItem(report, item, selected, onOpen) {
   return entry;
 }
 
-// Returns {element, filter(text), open(runIndex, position)}.
+// The list's filters: text, failed, embedded; the run (several runs); a training run's
+// step (one, or a range) and policy.
+function browserControls(report) {
+  const runChoices = [["all", "all runs"], ...report.runs.map((run, i) => [String(i), run.name])];
+  const selects = report.runs.length > 1 ? [["run", "run", runChoices]] : [];
+  const training = report.runs.some((run) => run.training);
+  const policies = [["all", "all"], ["on-policy", "on-policy"], ["off-policy", "off-policy"], ["policy not recorded", "not recorded"], ["eval work", "eval work"]];
+  if (training) selects.push(["policy", "policy", policies]);
+  return {
+    placeholder: "Search episodes: id, example, stop, error, message content",
+    checks: [["failed", "failed only"], ["embedded", "with messages only"]],
+    selects: selects,
+    inputs: training ? [["step", "step", "e.g. 40 or 40-50"]] : [],
+  };
+}
+
+// Returns {element, filter(text), showStep(step), open(runIndex, position)}.
 function episodeBrowser(report, episodesByRun) {
   const pane = h("div", {class: "browser-detail", id: "episode-detail"}, note("Pick an episode from the list."));
   const list = h("ul", {class: "episode-list"});
   const more = h("button", {type: "button", class: "more"});
-  const runChoices = [["all", "all runs"], ...report.runs.map((run, i) => [String(i), run.name])];
-  const selects = report.runs.length > 1 ? [["run", "run", runChoices]] : [];
   const all = episodesByRun.flatMap((rows, runIndex) => rows.map((row) => ({runIndex: runIndex, row: row})));
   let matching = all;
   let shown = PAGE_SIZE;
   let selected = null;
 
-  const bar = filterBar({placeholder: "Search episodes: id, example, stop, error, message content", checks: [["failed", "failed only"], ["embedded", "with messages only"]], selects: selects}, refresh);
+  const bar = filterBar(browserControls(report), refresh);
 
   function refresh() {
     const filter = bar.value();
@@ -217,6 +252,10 @@ function episodeBrowser(report, episodesByRun) {
     element: element,
     filter: (text) => {
       bar.setQuery(text);
+      element.scrollIntoView({behavior: "smooth", block: "start"});
+    },
+    showStep: (step) => {
+      bar.set({inputs: {step: String(step)}});
       element.scrollIntoView({behavior: "smooth", block: "start"});
     },
     open: (runIndex, position) => {

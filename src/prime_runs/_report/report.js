@@ -54,12 +54,14 @@ function runCard(run, index, multiple) {
       ["model", run.model],
       ["environments", run.environments.join(", ") || "–"],
       ["framework", run.framework],
+      ["kind", run.kind === "train" ? "training" : "evaluation"],
       ["mode", run.mode],
       ["platform", syncText(run)],
       ["created", fmtTime(run.created_at)],
       ["finished", run.finished_at ? fmtTime(run.finished_at) : "–"],
       ["error", run.error],
       ["records", fmtInt(c.records) + " (" + fmtInt(c.traces) + " traces)"],
+      ...trainingFacts(run),
       ["failed", fmtInt(c.failed) + " of " + fmtInt(c.records) + (c.records ? " (" + fmtPct(c.failed / c.records) + ")" : "")],
       ["truncated", c.truncated ? fmtInt(c.truncated) : null],
       ["unscored", c.unscored ? fmtInt(c.unscored) : null],
@@ -67,7 +69,8 @@ function runCard(run, index, multiple) {
       ["mean reward", run.reward && isNumber(run.reward.mean) ? withError(run.reward.mean, run.reward.se) + " (± standard error, over " + fmtInt(run.reward.n) + " scored episodes)" : null],
       ["summary", run.summary ? summaryText(run.summary) : summaryText(run.computed_summary) + " (computed from the records: the run recorded none)"],
       ["pass@1", passing ? fmtPct(passing.pass1) + " (" + passing.label + " = 1, over " + fmtInt(passing.examples) + " examples)" : null],
-      ["pass@" + (passing ? passing.k : "k"), passing && isNumber(passing.passk) ? fmtPct(passing.passk) + " (over the " + fmtInt(passing.examples_k) + " examples with " + passing.k + "+ rollouts)" : null],
+      // A training run's examples recur at every step: pass@k over them says nothing.
+      ["pass@" + (passing ? passing.k : "k"), passing && isNumber(passing.passk) && !run.training ? fmtPct(passing.passk) + " (over the " + fmtInt(passing.examples_k) + " examples with " + passing.k + "+ rollouts)" : null],
       ["tokens", fmtInt(run.tokens.total) + " (" + fmtInt(run.tokens.in) + " in, " + fmtInt(run.tokens.out) + " out)"],
       ["config", configNode(run.config)],
       ["tags", run.tags.join(", ")],
@@ -256,10 +259,28 @@ function usageSection(report, names) {
   );
 }
 
+function hasUsage(report) {
+  return ["tokens", "duration", "latency", "turns"].some((k) => report.charts[k].labels.length || report.charts[k].edges.length);
+}
+
+// Which sections the report has: a training-only report has no per-example table (its
+// examples recur at every step) and no empty token charts.
+function layout(report) {
+  const training = report.runs.some((run) => run.training);
+  const evaluation = !report.runs.length || report.runs.some((run) => !run.training);
+  return {training: training, examples: evaluation, comparison: evaluation && Boolean(report.comparison), usage: evaluation || hasUsage(report)};
+}
+
 function navigation(report) {
-  const links = [["runs", "Runs"], ["overview", "Rewards"], ["examples", "Examples"]];
-  if (report.comparison) links.push(["comparison", "Comparison"]);
-  links.push(["errors", "Errors"], ["usage", "Tokens & latency"], ["browser", "Episodes"]);
+  const parts = layout(report);
+  const links = [["runs", "Runs"]];
+  if (parts.training) links.push(["metrics", "Metrics"], ["steps", "By step"], ["samples", "Sample table"]);
+  links.push(["overview", "Rewards"]);
+  if (parts.examples) links.push(["examples", "Examples"]);
+  if (parts.comparison) links.push(["comparison", "Comparison"]);
+  links.push(["errors", "Errors"]);
+  if (parts.usage) links.push(["usage", "Tokens & latency"]);
+  links.push(["browser", "Episodes"]);
   return h("nav", null, links.map(([id, label]) => h("a", {href: "#" + id}, label)));
 }
 
@@ -271,14 +292,16 @@ function main() {
   const embedded = report.runs.reduce((n, run) => n + run.counts.embedded, 0);
   const total = report.runs.reduce((n, run) => n + run.counts.records, 0);
   const app = document.getElementById("app");
+  const parts = layout(report);
   append(app, [
     h("header", null, h("h1", null, "prime-runs report"), h("p", {class: "subtitle"}, names.join(" vs ") || "no runs"), navigation(report)),
     section("runs", report.runs.length > 1 ? "Runs" : "Run", h("div", {class: "cards"}, report.runs.map((run, i) => runCard(run, i, report.runs.length > 1)))),
+    trainingSections(report, names, browser),
     overviewSection(report, names),
-    examplesSection(report, browser),
-    comparisonSection(report),
+    parts.examples ? examplesSection(report, browser) : null,
+    parts.comparison ? comparisonSection(report) : null,
     errorsSection(report, browser),
-    usageSection(report, names),
+    parts.usage ? usageSection(report, names) : null,
     section("browser", "Episodes", note("Messages are embedded for " + fmtInt(embedded) + " of " + fmtInt(total) + " episodes (every example first, failed episodes first within it)."), browser.element),
     h("footer", null, "Written by " + report.generator + " at " + fmtTime(report.generated_at) + ". Self-contained: this file loads nothing from the network."),
   ]);

@@ -153,17 +153,31 @@ function filterBar(controls, onChange) {
     selects[key] = menu;
     return h("label", {class: "check"}, label + " ", menu);
   });
-  const element = h("div", {class: "filters"}, query, boxes, menus);
+  const fields = {};
+  const inputs = (controls.inputs || []).map(([key, label, placeholder]) => {
+    const input = h("input", {type: "text", class: "filter small-filter", placeholder: placeholder, "aria-label": label});
+    input.addEventListener("input", onChange);
+    fields[key] = input;
+    return h("label", {class: "check"}, label + " ", input);
+  });
+  const element = h("div", {class: "filters"}, query, boxes, menus, inputs);
   return {
     element: element,
     setQuery: (text) => {
       query.value = text;
       onChange();
     },
+    // Set named controls ({inputs: {key: text}, selects: {key: value}}) and filter once.
+    set: (values) => {
+      for (const [k, v] of Object.entries(values.inputs || {})) if (fields[k]) fields[k].value = v;
+      for (const [k, v] of Object.entries(values.selects || {})) if (selects[k]) selects[k].value = v;
+      onChange();
+    },
     value: () => ({
       query: query.value.trim().toLowerCase(),
       checks: Object.fromEntries(Object.entries(checks).map(([k, box]) => [k, box.checked])),
       selects: Object.fromEntries(Object.entries(selects).map(([k, menu]) => [k, menu.value])),
+      inputs: Object.fromEntries(Object.entries(fields).map(([k, input]) => [k, input.value.trim()])),
     }),
   };
 }

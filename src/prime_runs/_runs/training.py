@@ -25,6 +25,7 @@ from prime_runs._journal.archive import RunArchive
 from prime_runs._records.item import Item, Outcome
 from prime_runs._records.jsonio import encode_json
 from prime_runs._runs.handling import refuse_bad, refuse_late
+from prime_runs._runs.reporting import RAISE
 from prime_runs._runs.state import RunState
 from prime_runs.errors import ConfigurationError, RecordError
 from prime_runs.exporters.metrics import SINK_NAME, MetricsSink
@@ -189,11 +190,48 @@ def side_of(state: RunState | None) -> TrainingSide | None:
     return side if isinstance(side, TrainingSide) else None
 
 
+EVAL_ROWS = (
+    "run {run_id} is an evaluation: log_metrics() rows belong to a training run "
+    '(init(kind="train")) and are not recorded here{count}. In an evaluation, put '
+    "per-episode numbers in the trace's metrics (the report and the platform's samples show "
+    "them) and run-level ones in run.update_summary({{...}}) or finish(summary=...)"
+)
+
+
+class _EvalRows:
+    """The rows an evaluation refused: one ``run.errors`` entry kept up to date, one
+    warning per run."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.entry: int | None = None
+
+
+_refused: weakref.WeakKeyDictionary[RunState, _EvalRows] = weakref.WeakKeyDictionary()
+_refused_lock = threading.Lock()
+
+
+def refuse_eval_row(state: RunState) -> None:
+    """``log_metrics()`` on an evaluation: a ``RecordError`` under ``on_error="raise"``,
+    otherwise reported once and counted in that one report."""
+    if state.on_error == RAISE:
+        raise RecordError(EVAL_ROWS.format(run_id=state.run_id, count=""))
+    with _refused_lock:
+        rows = _refused.setdefault(state, _EvalRows())
+        rows.count += 1
+        message = EVAL_ROWS.format(run_id=state.run_id, count=f" ({rows.count} refused so far)")
+        first = rows.entry is None
+        rows.entry = state.counters.note_error(message, rows.entry)
+    if first:
+        logger.warning("prime-runs: %s", message)
+
+
 def log_metrics(state: RunState | None, values: object, step: object) -> None:
     """``Run.log_metrics``. A bad ``step`` raises ``ValueError``; bad ``values`` and late
     calls are handled as ``log_episodes`` handles bad or late records: raised under
-    ``on_error="raise"``, otherwise counted and reported. An evaluation accepts and
-    ignores the row, but not after ``finish()``, as 0.1.4 did. Nothing else raises."""
+    ``on_error="raise"``, otherwise counted and reported. An evaluation refuses the row
+    (``refuse_eval_row``); after ``finish()`` it refuses it as late, as 0.1.4 did. Nothing
+    else raises."""
     if step is not None and (not isinstance(step, int) or isinstance(step, bool) or step < 0):
         raise ValueError(f"step must be an int >= 0 or None, got {step!r}")
     if state is None:  # disabled: every call accepted
@@ -204,7 +242,8 @@ def log_metrics(state: RunState | None, values: object, step: object) -> None:
     try:
         side = side_of(state)
         if side is None:
-            return  # an evaluation has no metrics rows
+            refuse_eval_row(state)  # an evaluation has no metrics rows
+            return
         try:
             row = clean_metrics(values)
         except RecordError as exc:

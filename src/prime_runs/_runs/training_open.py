@@ -39,6 +39,7 @@ from prime_runs.exporters.train_samples import (
     parquet_available,
 )
 from prime_runs.platform.training import (
+    NEEDS_MODEL,
     TRAIN,
     TrainingPlatform,
     TrainingRegistration,
@@ -269,6 +270,22 @@ def _describe(
     return description
 
 
+def check_offline(opts: RunOptions, team_id: str | None, run_id: str) -> None:
+    """What `prime-runs sync` will need to register an offline run, checked now: no model
+    is the ``ConfigurationError`` the run would get online; no team is a warning naming
+    where sync takes one from (it may be known only where sync runs)."""
+    if not opts.model:
+        raise ConfigurationError(NEEDS_MODEL)
+    if not team_id:
+        logger.warning(
+            "prime-runs: offline training run %s has no team, and `prime-runs sync` registers "
+            "a training run under one: pass team_id= or set PRIME_TEAM_ID, or give it to sync "
+            "(`prime-runs sync --team-id TEAM %s`)",
+            run_id,
+            run_id,
+        )
+
+
 def _open_offline(
     opts: RunOptions,
     spec: TrainingSpec,
@@ -278,6 +295,7 @@ def _open_offline(
     team_id: str | None,
 ) -> RunState:
     run_id = local_run_id()
+    check_offline(opts, team_id, run_id)
     description = _describe(opts, spec, config, environments, OFFLINE, team_id)
     description["name"] = name = opts.name or f"train-{run_id}"
     try:

@@ -11,14 +11,22 @@ clears the intent.
 
 from __future__ import annotations
 
+import dataclasses
 import types
+from collections.abc import Sequence
 from datetime import datetime, timezone
 from typing import Any
 
 from prime_runs._journal.archive import RunArchive
 from prime_runs.errors import PrimeRunsError, SyncError, describe
 from prime_runs.platform._http import is_ambiguous
-from prime_runs.platform.training import TrainingPlatform, TrainingSpec, register_body
+from prime_runs.platform.environments import coerce_environments
+from prime_runs.platform.training import (
+    NEEDS_MODEL,
+    TrainingPlatform,
+    TrainingSpec,
+    register_body,
+)
 from prime_runs.settings import Settings
 
 
@@ -37,7 +45,7 @@ def register(archive: RunArchive, settings: Settings, platform: TrainingPlatform
             '"platform": {"id": "<its id>"} to sync.json; if not, remove "intent" from '
             "sync.json; then sync again"
         )
-    body = _register_body(desc, settings)
+    body = _register_body(desc, settings, archive.run_id)
     sync["intent"] = {"at": datetime.now(timezone.utc).isoformat()}
     archive.write_sync_state(sync)  # before the request: a rerun knows it may have landed
     try:
@@ -55,7 +63,53 @@ def register(archive: RunArchive, settings: Settings, platform: TrainingPlatform
     return where
 
 
-def _register_body(desc: dict[str, Any], settings: Settings) -> dict[str, Any]:
+def fill_in(
+    archive: RunArchive,
+    *,
+    model: str | None = None,
+    team_id: str | None = None,
+    environments: Sequence[str] = (),
+) -> list[str]:
+    """Give a training run not registered yet what ``prime-runs sync --model/--team-id/
+    --environment`` supplies, where its run.json has none (a value it has is kept), so
+    this sync and any rerun register it with them. The fields written."""
+    desc = archive.description()
+    if desc.get("kind") != "train" or _registered(archive, desc):
+        return []
+    given: dict[str, Any] = {}
+    if model and not desc.get("model"):
+        given["model"] = model
+    if team_id and not desc.get("team_id"):
+        given["team_id"] = team_id
+    if environments and not (desc.get("environment_refs") or desc.get("environments")):
+        refs = coerce_environments(list(environments))  # ConfigurationError for a bad one
+        given["environments"] = [ref.label for ref in refs]
+        given["environment_refs"] = [dataclasses.asdict(ref) for ref in refs]
+    if given:
+        archive.write_description(dict(desc, **given))
+    return sorted(given)
+
+
+def _registered(archive: RunArchive, desc: dict[str, Any]) -> bool:
+    for doc in (archive.sync_state(), desc):
+        where = doc.get("platform")
+        if isinstance(where, dict) and where.get("id"):
+            return True
+    return desc.get("mode") == "online"  # an online run's folder is its platform id's
+
+
+def _register_body(desc: dict[str, Any], settings: Settings, run_id: str) -> dict[str, Any]:
+    if not desc.get("model"):
+        raise SyncError(
+            f"run.json cannot register this training run: {NEEDS_MODEL}; give it to sync: "
+            f"`prime-runs sync --model MODEL {run_id}`"
+        )
+    if not (desc.get("team_id") or settings.team_id):
+        raise SyncError(
+            f"run.json cannot register this training run: it names no team, and the platform "
+            "registers a training run only under one: give it to sync (`prime-runs sync "
+            f"--team-id TEAM {run_id}`) or set PRIME_TEAM_ID"
+        )
     spec = desc.get("training")
     fields = TrainingSpec.__dataclass_fields__
     try:

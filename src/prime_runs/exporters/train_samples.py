@@ -5,9 +5,11 @@ become one Parquet object: ``POST /rft/samples/presign``, ``PUT`` to the presign
 ``POST /rft/samples/confirm`` (contract Appendix A). The step is the one the episode was
 *dispatched* at, read from its ``run.work.step`` (``run.type`` and ``work.type`` both
 ``train``); other records have no row here and reach Prime Traces only (skipped, not a
-loss). Objects are additive per step: each upload has its own key and numbers its
-``sample_id`` in a range of its own (``range * 2**32 + row``), so a step logged over
-several batches becomes several objects and no two rows share an id.
+loss), and so does an episode that never produced a message (no trajectory): a step
+with none but those sends no object. Objects are additive per step: each upload has its
+own key and numbers its ``sample_id`` in a range of its own (``range * 2**32 + row``),
+so a step logged over several batches becomes several objects and no two rows share an
+id.
 
 After a transient failure the channel hands back the very same items: the sink resends
 the same object to the same key (or only the confirm, when the upload landed), so a
@@ -76,16 +78,24 @@ def encode_step(
     """One step's episodes as a Parquet table, one row per sample with a trajectory,
     numbered from ``first_id``, exactly as 0.1.4 encodes it; None when no row has a
     trajectory."""
+    return _encode(episodes, run_id, step, first_id)[0]
+
+
+def _encode(
+    episodes: Sequence[Mapping[str, Any]], run_id: str, step: int, first_id: int
+) -> tuple[bytes | None, set[Any]]:
+    """:func:`encode_step`, and the ids of the episodes with a row in it."""
     episodes = list(episodes)
-    return _table.encode(episodes, build_samples(episodes), run_id, step, first_id)
+    return _table.encode_rows(episodes, build_samples(episodes), run_id, step, first_id)
 
 
 class _Upload:
     """One step's object of one batch, kept across resends of the same items."""
 
-    def __init__(self, payload: bytes, id_range: int) -> None:
+    def __init__(self, payload: bytes, id_range: int, items: list[Item]) -> None:
         self.payload = payload
         self.id_range = id_range
+        self.items = items  # those of the batch whose episodes have a row in it
         self.url: str | None = None
         self.key: str | None = None
         self.uploaded = False
@@ -175,7 +185,7 @@ class TrainSamplesSink:
                 return outcome
             ident = tuple(i.ref if i.ref is not None else id(i) for i in group)
             try:
-                self._send(ident, step, group, records, deadline)
+                stored = self._send(ident, step, group, records, deadline)
             except (ValidationRejectedError, ConflictError, ValueError, TypeError) as exc:
                 self._pending.pop(ident, None)
                 outcome.rejected.extend((i, f"sample object: {exc}") for i in group)
@@ -192,7 +202,10 @@ class TrainSamplesSink:
                 outcome.in_doubt = is_ambiguous(exc)
                 return outcome
             self._pending.pop(ident, None)
-            outcome.acked.extend(group)
+            held = {id(item) for item in stored}
+            outcome.acked.extend(stored)
+            # No row: an episode that never produced a message (no trajectory).
+            outcome.skipped.extend(item for item in group if id(item) not in held)
         return outcome
 
     def _send(
@@ -202,14 +215,17 @@ class TrainSamplesSink:
         group: list[Item],
         records: list,
         deadline: Deadline,
-    ) -> None:
+    ) -> list[Item]:
+        """Store the group's object; the items with a row in it (none: nothing sent)."""
         upload = self._pending.get(ident)
         if upload is None:
             id_range = self._next_range(step)
-            payload = encode_step(records, self._run_id, step, id_range * SAMPLE_ID_STRIDE)
+            first = id_range * SAMPLE_ID_STRIDE
+            payload, rowed = _encode(records, self._run_id, step, first)
             if payload is None:
-                return  # no sample with a trajectory: nothing to store
-            upload = self._pending[ident] = _Upload(payload, id_range)
+                return []  # no sample with a trajectory: nothing to store
+            items = [i for i, r in zip(group, records, strict=True) if r.get("id") in rowed]
+            upload = self._pending[ident] = _Upload(payload, id_range, items)
         if upload.key is None:
             upload.url, upload.key = self._platform.presign(self._run_id, step, deadline)
         if not upload.uploaded:
@@ -225,8 +241,9 @@ class TrainSamplesSink:
             upload.uploaded = True
         if self._on_uploaded is not None:
             assert upload.key is not None
-            self._on_uploaded(Uploaded(step, upload.key, tuple(group), upload.id_range))
+            self._on_uploaded(Uploaded(step, upload.key, tuple(upload.items), upload.id_range))
         self._platform.confirm(self._run_id, step, upload.key, deadline)
+        return upload.items
 
     def close(self) -> None:
         self._pending.clear()

@@ -52,6 +52,13 @@ TERMINAL_STATUS = {
 }
 
 
+NEEDS_MODEL = "a training run needs model=: the base model being trained"
+NEEDS_TEAM = (
+    "a training run needs a team: pass team_id= or set PRIME_TEAM_ID (the platform "
+    "enables external training runs per team)"
+)
+
+
 @dataclass(frozen=True)
 class TrainingSpec:
     """What a training run is registered with. ``max_steps`` 0 means unknown."""
@@ -132,12 +139,9 @@ def register_body(
     """The register request (``POST /rft/external-runs``); ConfigurationError when the
     platform's required fields are missing."""
     if not model:
-        raise ConfigurationError("a training run needs model=: the base model being trained")
+        raise ConfigurationError(NEEDS_MODEL)
     if not team_id:
-        raise ConfigurationError(
-            "a training run needs a team: pass team_id= or set PRIME_TEAM_ID (the platform "
-            "enables external training runs per team)"
-        )
+        raise ConfigurationError(NEEDS_TEAM)
     envs = []
     for ref in environments:  # passed through as given: the RFT API resolves them itself
         env = {"id": ref.id or ref.slug or ref.name}
