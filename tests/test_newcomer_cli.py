@@ -1,7 +1,10 @@
 """What a newcomer reads from ``prime-runs show`` and ``report`` (issue 23): ``report`` finds
-runs exactly as ``show`` does. Real CLI subprocesses over a real offline archive."""
+runs exactly as ``show`` does. Real CLI subprocesses over a real offline archive. And the
+first hour's nits (issue 32): counts in the singular."""
 
 from __future__ import annotations
+
+import copy
 
 import prime_runs as pr
 from _support import offline_run, run_cli
@@ -65,3 +68,24 @@ def test_show_prints_the_launch_file_a_config_came_from(episodes, tmp_path):
         "| [sampling]",
         "| temperature = 0.0",
     ]
+
+
+def test_counts_of_one_are_singular_in_ls_and_sync(prime_env, episodes):
+    run = _newcomer_run(episodes[:1])
+
+    listing = run_cli("ls")
+    synced = run_cli("sync", run.id)
+
+    assert listing.returncode == 0 and "1 trace, 1 sample, close" in listing.stdout
+    assert synced.returncode == 0, synced.stdout + synced.stderr
+    assert "uploaded 1 trace, 1 sample; finalized" in synced.stdout, synced.stdout
+    assert f"{run.id}: uploading 1 trace, 1 sample" in synced.stderr
+
+
+def test_a_record_logged_after_finish_is_counted_in_the_singular(episodes):
+    run = _newcomer_run(episodes[:1])
+
+    run.log_episodes(copy.deepcopy(episodes[1]))
+
+    (late,) = [e for e in run.errors if "after finish()" in e]
+    assert "1 record logged after finish() was not recorded" in late

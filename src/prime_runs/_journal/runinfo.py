@@ -29,6 +29,7 @@ from prime_runs._journal.archive import (
 )
 from prime_runs._journal.metrics_rows import count_pending
 from prime_runs._journal.nofollow import links_in, open_for_reading
+from prime_runs._plural import quantity
 from prime_runs._runid import check_run_id
 from prime_runs.status import RunStatus
 
@@ -43,6 +44,20 @@ SINK_LABELS = {
     METRICS: "metrics rows",
     TRAIN_SAMPLES: "sample-table episodes",
 }
+_SINK_NOUNS = {
+    TRACES: "trace",
+    SAMPLES: "sample",
+    METRICS: "metrics row",
+    TRAIN_SAMPLES: "sample-table episode",
+}
+
+
+def sink_count(sink: str, n: int) -> str:
+    """``1 trace``, ``12 samples``: ``n`` records of ``sink``."""
+    label = SINK_LABELS.get(sink, sink)
+    return quantity(n, _SINK_NOUNS.get(sink, label), label)
+
+
 EPISODE_KIND = "episode"
 EPISODES = f"{EPISODE_KIND}-"  # how an episode segment's name begins
 
@@ -188,7 +203,7 @@ class RunInfo:
     def pending_text(self) -> str:
         """``-`` when nothing is left, else e.g. ``20 traces, 20 samples, close``."""
         parts = [
-            f"{'up to ' if sink in self.estimated else ''}{n} {SINK_LABELS[sink]}"
+            f"{'up to ' if sink in self.estimated else ''}{sink_count(sink, n)}"
             for sink, n in self.pending.items()
             if n
         ]
@@ -201,7 +216,13 @@ def owed_text(owed: dict[str, int]) -> str:
     """``12 traces, 12 samples``: in the order `prime-runs ls` lists what is pending."""
     order = list(SINK_LABELS)
     ranked = sorted(owed.items(), key=lambda kv: order.index(kv[0]) if kv[0] in order else 99)
-    return ", ".join(f"{n} {SINK_LABELS.get(sink, sink)}" for sink, n in ranked)
+    return ", ".join(sink_count(sink, n) for sink, n in ranked)
+
+
+def owed_were(owed: dict[str, int]) -> str:
+    """``owed_text`` as the subject of ``were``: ``1 trace was``, ``1 trace, 1 sample were``."""
+    one = list(owed.values()) == [1]
+    return f"{owed_text(owed)} {'was' if one else 'were'}"
 
 
 def closing_text(status: str) -> str:
