@@ -1,13 +1,13 @@
 """What a newcomer reads from ``prime-runs show`` and ``report`` (issue 23): ``report`` finds
 runs exactly as ``show`` does. Real CLI subprocesses over a real offline archive. And the
-first hour's nits (issue 32): counts in the singular."""
+first hour's nits (issue 32): counts in the singular and no reward where there is none."""
 
 from __future__ import annotations
 
 import copy
 
 import prime_runs as pr
-from _support import offline_run, run_cli
+from _support import archive_root, offline_run, run_cli
 
 
 def _newcomer_run(episodes: list[dict], **init: object) -> pr.Run:
@@ -89,3 +89,27 @@ def test_a_record_logged_after_finish_is_counted_in_the_singular(episodes):
 
     (late,) = [e for e in run.errors if "after finish()" in e]
     assert "1 record logged after finish() was not recorded" in late
+
+
+def _unscored(episode: dict) -> dict:
+    record = copy.deepcopy(episode)
+    for trace in record["traces"]:
+        trace["rewards"], trace["metrics"] = {}, {}
+    return record
+
+
+def test_ls_shows_no_reward_for_a_run_nothing_scored(episodes):
+    unscored = offline_run([_unscored(e) for e in episodes[:3]], "unscored")
+    empty = pr.init(name="empty", environments=["gsm8k"], mode="offline", dir=archive_root())
+    empty.finish()
+    zero = [_unscored(e) for e in episodes[:3]]
+    for record in zero:
+        for trace in record["traces"]:
+            trace["rewards"] = {"exact": {"score": 0.0, "weight": 1.0}}
+    scored_zero = offline_run(zero, "scored-zero")
+
+    listing = run_cli("ls")
+
+    assert listing.returncode == 0, listing.stderr
+    reward = {row.split()[0]: row.split()[5] for row in listing.stdout.splitlines()[1:]}
+    assert reward == {unscored.id: "-", empty.id: "-", scored_zero.id: "0"}

@@ -179,8 +179,15 @@ class RunInfo:
 
     @property
     def mean_reward(self) -> float | None:
+        """The summary's ``avg_reward``; None without one, and for the summary of a run no
+        record of which carried a reward score or metric (``avg_reward`` 0 over empty
+        ``avg_metrics``: computed from nothing, not a mean of zeros)."""
         summary = self.status_doc.get("summary")
-        value = summary.get("avg_reward") if isinstance(summary, dict) else None
+        if not isinstance(summary, dict):
+            return None
+        value = summary.get("avg_reward")
+        if value == 0 and summary.get("avg_metrics") == {}:
+            return None
         if isinstance(value, (int, float)) and not isinstance(value, bool):
             try:
                 number = float(value)
