@@ -1,6 +1,7 @@
 """What a newcomer reads from ``prime-runs show`` and ``report`` (issue 23): ``report`` finds
 runs exactly as ``show`` does. Real CLI subprocesses over a real offline archive. And the
-first hour's nits (issue 32): counts in the singular and no reward where there is none."""
+first hour's nits (issue 32): counts in the singular, no reward where there is none and an
+archive root given as a run."""
 
 from __future__ import annotations
 
@@ -68,6 +69,24 @@ def test_show_prints_the_launch_file_a_config_came_from(episodes, tmp_path):
         "| [sampling]",
         "| temperature = 0.0",
     ]
+
+
+def test_show_of_an_archive_root_says_so_and_gives_the_dir_form(episodes):
+    run = _newcomer_run(episodes[:1])
+    _newcomer_run(episodes[:1])
+    root = str(archive_root())
+
+    show, report = run_cli("show", root), run_cli("report", root)
+
+    assert show.returncode == report.returncode == 2
+    assert f"{root} is an archive root holding 2 runs, not a run folder" in show.stderr
+    assert f"`prime-runs ls --dir {root}` lists them" in show.stderr
+    assert f"`prime-runs show --dir {root} RUN` names one" in show.stderr
+    assert f"`prime-runs report --dir {root} RUN` names one" in report.stderr
+    # What it suggests works as written.
+    assert run_cli("ls", "--dir", root).returncode == 0
+    follow = run_cli("show", "--dir", root, run.id)
+    assert follow.returncode == 0 and follow.stdout.startswith(f"run {run.id}\n")
 
 
 def test_counts_of_one_are_singular_in_ls_and_sync(prime_env, episodes):

@@ -191,7 +191,7 @@ def _sync_runs(root: Path, refs: Sequence[str], given: Registration) -> int:
     targets: list[RunArchive] = []
     for ref in refs:
         try:
-            targets.append(lookup_run(root, ref))
+            targets.append(lookup_run(root, ref, command="sync"))
         except (RunNotFound, ConfigurationError) as exc:
             print(f"prime-runs: {exc}", file=sys.stderr)
             return USAGE

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import shlex
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -419,16 +420,17 @@ def _exists(path: Path, test: Callable[[Path], bool] = Path.is_file) -> bool:
         return False
 
 
-def lookup_run(root: Path, ref: str) -> RunArchive:
+def lookup_run(root: Path, ref: str, *, command: str = "show") -> RunArchive:
     """A run by folder path, by id under ``root``, by platform id, or by a unique id prefix.
     Raises ``RunNotFound`` with a message for the user (an ambiguous prefix lists its
-    matches; a folder that is not a run says so), ``ConfigurationError`` for a ``ref``
-    that is neither a path nor a run id (``..``, a NUL)."""
+    matches; a folder that is not a run says so, and an archive root given as a run names
+    the ``--dir`` form of ``command``), ``ConfigurationError`` for a ``ref`` that is neither
+    a path nor a run id (``..``, a NUL)."""
     path = Path(ref)
     if _exists(path / RUN_FILE):  # a folder the user named by its path
         return RunArchive(path)
     if _exists(path, Path.is_dir):
-        raise RunNotFound(f"{ref} is a folder but not a run folder (it has no {RUN_FILE})")
+        raise RunNotFound(_not_a_run_folder(path, ref, command))
     if os.sep in ref or (os.altsep and os.altsep in ref):
         raise RunNotFound(f"no run folder at {ref}")
     # Anything else is an id (or an id's prefix): never a path out of the root.
@@ -460,6 +462,21 @@ def lookup_run(root: Path, ref: str) -> RunArchive:
     raise RunNotFound(
         f"no run {ref!r} under {root} (RUN is a run folder path, a run id or a unique prefix "
         "of one, or the platform id of a synced run; `prime-runs ls` lists the runs)"
+    )
+
+
+def _not_a_run_folder(path: Path, ref: str, command: str) -> str:
+    try:
+        held = len(list_runs(path))
+    except OSError:
+        held = 0
+    if not held:
+        return f"{ref} is a folder but not a run folder (it has no {RUN_FILE})"
+    where = shlex.quote(ref)
+    return (
+        f"{ref} is an archive root holding {quantity(held, 'run')}, not a run folder: "
+        f"`prime-runs ls --dir {where}` lists them, and "
+        f"`prime-runs {command} --dir {where} RUN` names one"
     )
 
 
