@@ -1,14 +1,19 @@
 """What a newcomer reads from ``prime-runs show`` and ``report`` (issue 23): ``report`` finds
 runs exactly as ``show`` does. Real CLI subprocesses over a real offline archive. And the
-first hour's nits (issue 32): counts in the singular, no reward where there is none and an
-archive root given as a run."""
+first hour's nits (issue 32): an archive root given as a run, a subcommand's bad option,
+what ``sync --help`` says, counts in the singular, and no reward where there is none."""
 
 from __future__ import annotations
 
 import copy
+import re
+from pathlib import Path
+
+import pytest
 
 import prime_runs as pr
 from _support import archive_root, offline_run, run_cli
+from prime_runs.cli import main
 
 
 def _newcomer_run(episodes: list[dict], **init: object) -> pr.Run:
@@ -87,6 +92,63 @@ def test_show_of_an_archive_root_says_so_and_gives_the_dir_form(episodes):
     assert run_cli("ls", "--dir", root).returncode == 0
     follow = run_cli("show", "--dir", root, run.id)
     assert follow.returncode == 0 and follow.stdout.startswith(f"run {run.id}\n")
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["ls", "--bogus"],
+        ["show", "some-run", "--bogus"],
+        ["sync", "--bogus"],
+        ["report", "some-run", "--bogus"],
+    ],
+    ids=lambda argv: argv[0],
+)
+def test_a_bad_option_prints_its_subcommands_usage(argv, capsys):
+    with pytest.raises(SystemExit) as exited:
+        main(argv)
+
+    assert exited.value.code == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"usage: prime-runs {argv[0]} "), err
+    assert f"prime-runs {argv[0]}: error: unrecognized arguments: --bogus" in err
+
+
+def test_a_sync_flag_without_its_runs_prints_syncs_usage(capsys):
+    with pytest.raises(SystemExit) as exited:
+        main(["sync", "--environment", "gsm8k"])
+
+    assert exited.value.code == 2
+    err = capsys.readouterr().err
+    assert err.startswith("usage: prime-runs sync ")
+    assert "prime-runs sync: error: --environment needs the RUNs it is for" in err
+
+
+def _exit_codes(text: str) -> set[str]:
+    """The codes of an exit-status list: help's ``  0    ...`` lines, or a docs table's
+    ``| 0 | ...`` rows."""
+    return set(re.findall(r"^ *\|? *(\d+) +\|? *\S", text, re.M))
+
+
+def test_sync_help_names_where_the_key_comes_from_and_the_exit_codes(capsys):
+    from prime_runs.cli import SYNC_KEY_HELP
+
+    with pytest.raises(SystemExit) as exited:
+        main(["sync", "--help"])
+
+    assert exited.value.code == 0
+    help_text = capsys.readouterr().out
+    flat = " ".join(help_text.split())
+    assert "PRIME_API_KEY" in flat and "~/.prime/config.json" in flat
+    assert "`prime login`" in flat and SYNC_KEY_HELP in flat
+    codes = help_text.split("exit status:", 1)[1]
+    assert _exit_codes(codes) == {"0", "1", "2", "130"}
+    # docs/cli.md says the same.
+    docs = (Path(__file__).parents[1] / "docs" / "cli.md").read_text()
+    sync_docs = docs.split("## `prime-runs sync", 1)[1]
+    assert SYNC_KEY_HELP in " ".join(sync_docs.split())
+    table = sync_docs.split("### Exit status", 1)[1].split("###", 1)[0]
+    assert _exit_codes(table) == {"0", "1", "2", "130"}
 
 
 def test_counts_of_one_are_singular_in_ls_and_sync(prime_env, episodes):
