@@ -76,7 +76,8 @@ def main() -> None:
         print(f"                config {evaluation['metadata']}")
         print(
             f"  prime traces  {len(platform.episodes)} episodes ({len(platform.traces)} traces) "
-            f"in {len(uploads)} uploads; {stamped} of {len(lines)} lines carry run.id"
+            f"in {len(uploads)} upload{'' if len(uploads) == 1 else 's'}; "
+            f"{stamped} of {len(lines)} lines carry run.id"
         )
         print(f"  sample rows   {len(rows)} rows, {matched} matching a logged episode")
         print(

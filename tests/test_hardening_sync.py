@@ -95,7 +95,7 @@ def test_a_non_record_line_is_rejected_counted_and_the_run_still_closes(
     assert first.returncode == 1  # a rejected record is a failure the user must see
     assert f"unreadable:   1 line: {reason}" in show.stdout
     assert f"{run.id}: FAILED:" in first.stdout
-    assert "1 traces rejected" in first.stdout and reason in first.stdout
+    assert "1 trace rejected" in first.stdout and reason in first.stdout
     ((eval_id, evaluation),) = prime_env.evaluations.items()
     assert evaluation["status"] == "PROCESSING"  # finalized, not left RUNNING
     _assert_once(prime_env, eval_id, episodes[:3])

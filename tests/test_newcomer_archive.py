@@ -44,7 +44,7 @@ def test_a_lone_surrogate_line_is_counted_and_the_rest_is_synced(prime_env, epis
     assert (ls.returncode, show.returncode, report.returncode) == (0, 0, 0)
     assert "1 line: a string in it holds a lone UTF-16 surrogate" in show.stdout
     assert first.returncode == 1, first.stdout  # a rejected line is shown as a failure
-    assert "1 traces rejected" in first.stdout and "lone UTF-16 surrogate" in first.stdout
+    assert "1 trace rejected" in first.stdout and "lone UTF-16 surrogate" in first.stdout
     _assert_uploaded_once(prime_env, episodes[:6])
     assert again.returncode == 0, again.stdout  # settled: nothing is retried
 

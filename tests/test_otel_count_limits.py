@@ -79,7 +79,8 @@ def test_a_record_lost_to_a_count_limit_is_reported_naming_it_and_counted(
     proc = run_script(tmp_path, COUNT_SCRIPT, {variable: value})
     assert proc.returncode == 0, proc.stderr
     assert proc.stderr.count(f"over {variable}={value}") == 1  # once per run, then counted
-    assert f"{len(lost)} records were not logged: {len(lost)} refused as bad input" in proc.stderr
+    said = "1 record was" if len(lost) == 1 else f"{len(lost)} records were"
+    assert f"{said} not logged: {len(lost)} refused as bad input" in proc.stderr
     runs = by_name(isolated_env)
     counted = runs["counted"]
     assert sorted(r["id"] for r in archived(counted)) == sorted(ALL - lost)

@@ -162,6 +162,25 @@ def test_several_runs_line_up_by_example(episodes):
     assert sum(comparison["counts"][0].values()) == len(data["examples"])
 
 
+def test_runs_of_the_same_name_are_told_apart_by_a_tag(episodes):
+    first = _offline_run(episodes[:2], name="gsm8k-eval")
+    second = _offline_run(episodes[:2], name="gsm8k-eval")
+    other = _offline_run(episodes[:2], name="other")
+    archives = [RunArchive(Path(r.archive_path)) for r in (first, second, other, first)]
+
+    data = build([load_run(a) for a in archives])
+
+    tags = [r["tag"] for r in data["runs"]]
+    assert tags[2] is None  # a name no other run has stays as it is
+    assert tags[1] == second.id[-8:]  # the random end of a local run id
+    assert tags[0] == f"{first.id} #1" and tags[3] == f"{first.id} #2"  # given twice
+    title = re.search(r"<title>(.*?)</title>", render(data), re.S).group(1)
+    assert html.unescape(title) == (
+        f"prime-runs report: gsm8k-eval ({first.id} #1) vs gsm8k-eval ({tags[1]}) vs other "
+        f"vs gsm8k-eval ({first.id} #2)"
+    )
+
+
 def test_untrusted_text_cannot_close_the_data_block_and_reads_back_exactly():
     hostile = "</script><script>alert(1)</script> <!-- & \u2028\u2029 <img src=x onerror=alert(2)>"
     lone = "half a pair: \ud83d"  # json.loads accepts it; UTF-8 cannot hold it

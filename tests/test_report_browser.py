@@ -248,6 +248,41 @@ def test_two_runs_side_by_side(tmp_path, open_page, episodes):
     opened.assert_quiet()
 
 
+def test_two_runs_of_the_same_name_are_named_apart_everywhere(tmp_path, open_page, episodes):
+    first = _run(tmp_path / "runs", "gsm8k-eval", episodes)
+    second = _run(tmp_path / "runs", "gsm8k-eval", episodes[:10])
+    opened = open_page(write_report([first, second], tmp_path / "same.html"))
+    page = opened.page
+    labels = [f"gsm8k-eval ({a.run_id[-8:]})" for a in (first, second)]
+
+    for legend in page.locator("#overview .legend, #usage .legend").all():
+        assert legend.locator(".legend-item").all_inner_texts() == labels
+    cards = [t.strip() for t in page.locator(".run-card h3").all_inner_texts()]
+    assert [card.startswith(label) for card, label in zip(cards, labels, strict=True)] == [
+        True,
+        True,
+    ], cards
+    assert page.inner_text("header .subtitle") == " vs ".join(labels)
+    assert [h.strip() for h in page.locator("#errors h3").all_inner_texts()] == labels
+    assert f"{labels[1]} against {labels[0]}" in page.inner_text("#comparison")
+    headers = page.locator("#examples thead th").all_inner_texts()
+    assert {f"Rollouts ({label})" for label in labels} <= {h.strip() for h in headers}
+    options = page.locator("#browser select option").all_inner_texts()
+    assert labels[0] in options and labels[1] in options
+    opened.assert_quiet()
+
+
+def test_a_count_of_one_is_in_the_singular(tmp_path, open_page):
+    one = copy.deepcopy(load_jsonl("episodes.jsonl")[-4])  # a one-trace episode
+    opened = open_page(write_report([_run(tmp_path / "runs", "one", [one])], tmp_path / "1.html"))
+    page = opened.page
+
+    card = page.inner_text(".run-card")
+    assert "1 (1 trace)" in card and "over 1 scored episode)" in card, card
+    assert page.inner_text("#examples .count") == "1 row"
+    opened.assert_quiet()
+
+
 def test_a_large_run_renders_a_page_of_rows_at_a_time(tmp_path, open_page, episodes):
     many = []
     for i in range(1200):

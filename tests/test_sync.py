@@ -284,7 +284,7 @@ def test_a_rejected_record_is_reported_once_and_not_resent(prime_env, episodes, 
     assert main(["sync"]) == 1
 
     out = capsys.readouterr().out
-    assert f"{run.id}: FAILED:" in out and "1 traces rejected (HTTP 400 invalid_trace" in out
+    assert f"{run.id}: FAILED:" in out and "1 trace rejected (HTTP 400 invalid_trace" in out
     ((evaluation),) = prime_env.evaluations.values()
     assert evaluation["finalize_count"] == 1  # the rest landed: the run is closed
     assert set(prime_env.episodes) == {e["id"] for i, e in enumerate(episodes[:4]) if i != 1}

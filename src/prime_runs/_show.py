@@ -15,8 +15,9 @@ from prime_runs._journal.runinfo import (
     RunInfo,
     closing_text,
     format_time,
-    owed_text,
+    owed_were,
 )
+from prime_runs._plural import quantity
 from prime_runs._records.access import reward, summary_trace_index
 from prime_runs._records.lines import NOT_JSON, parse_record
 
@@ -126,9 +127,7 @@ def render_show(info: RunInfo, rewards: Rewards, training: Sequence[str] = ()) -
     if rewards.unreadable:
         add(
             "unreadable",
-            "; ".join(
-                f"{n} line{'s' if n > 1 else ''}: {why}" for why, n in rewards.unreadable.items()
-            )
+            "; ".join(f"{quantity(n, 'line')}: {why}" for why, n in rewards.unreadable.items())
             + " (`prime-runs sync` rejects and counts them)",
         )
     if info.links:
@@ -154,7 +153,7 @@ def render_show(info: RunInfo, rewards: Rewards, training: Sequence[str] = ()) -
 def _links_line(links: Sequence[str]) -> str:
     shown = ", ".join(links[:5]) + (f", ... ({len(links)} in all)" if len(links) > 5 else "")
     return (
-        f"{len(links)} symbolic link{'s' if len(links) > 1 else ''} in the run folder, not "
+        f"{quantity(len(links), 'symbolic link')} in the run folder, not "
         f"read by any command: {shown} (replace a link with the file it stands for)"
     )
 
@@ -179,7 +178,7 @@ def _status_line(info: RunInfo) -> str:
         return label
     if info.left_open:
         return (
-            f"{label} (left open by finish(): {owed_text(info.left_open)} were not stored in "
+            f"{label} (left open by finish(): {owed_were(info.left_open)} not stored in "
             f"time; `prime-runs sync` delivers them, then {closing_text(label)})"
         )
     closed = "closed on the platform" if info.closed else "not closed on the platform yet"
@@ -187,7 +186,7 @@ def _status_line(info: RunInfo) -> str:
 
 
 def _records_line(info: RunInfo) -> str:
-    kinds = ", ".join(f"{n} {kind}s" for kind, n in sorted(info.records.items()) if n)
+    kinds = ", ".join(quantity(n, kind) for kind, n in sorted(info.records.items()) if n)
     return f"{info.total_records}" + (f" ({kinds})" if kinds else "")
 
 

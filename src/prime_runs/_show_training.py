@@ -16,6 +16,7 @@ from typing import Any
 from prime_runs._journal.archive import REJECTED, SKIPPED, RecordKey, settled_name
 from prime_runs._journal.metrics_series import MetricsSeries, Series
 from prime_runs._journal.runinfo import EPISODES, TRAIN_SAMPLES, RunInfo
+from prime_runs._plural import quantity
 from prime_runs._records.trainwork import has_messages, work_of
 from prime_runs.exporters.train_samples import STEP_INTERVAL, table_step
 
@@ -114,9 +115,10 @@ def metric_lines(metrics: MetricsSeries) -> list[str]:
     first = min((s.steps[0] for s in metrics.series.values() if s.steps), default=None)
     span = f" (steps {first} to {metrics.last_step})" if first is not None else ""
     extra = f", {metrics.unstepped} without a step (not charted)" if metrics.unstepped else ""
-    bad = f", {metrics.unreadable} unreadable lines" if metrics.unreadable else ""
+    bad = f", {quantity(metrics.unreadable, 'unreadable line')}" if metrics.unreadable else ""
     lines = [
-        f"  steps:        {metrics.steps} logged{span}; {metrics.rows} metrics rows{extra}{bad}"
+        f"  steps:        {metrics.steps} logged{span}; "
+        f"{quantity(metrics.rows, 'metrics row')}{extra}{bad}"
     ]
     if not metrics.series:
         return lines
@@ -142,7 +144,7 @@ def _lag_text(lags: list[int]) -> str:
     if not lags:
         return ""
     if lags[0] == lags[-1]:
-        return f" (lag {lags[0]} step{'s' if lags[0] != 1 else ''})"
+        return f" (lag {quantity(lags[0], 'step')})"
     return f" (lag {lags[0]} to {lags[-1]} steps)"
 
 
@@ -152,13 +154,15 @@ def episode_lines(tally: EpisodeTally) -> list[str]:
         kinds = ", ".join(f"{n} {kind}" for kind, n in tally.policy.most_common())
         kinds = kinds.replace("off-policy", f"off-policy{_lag_text(sorted(tally.lags))}", 1)
         lines.append(
-            f"  by step:      episodes at {len(tally.steps)} dispatch steps "
+            f"  by step:      episodes at {quantity(len(tally.steps), 'dispatch step')} "
             f"({min(tally.steps)} to {max(tally.steps)}): {kinds}"
         )
     table = tally.table
     if sum(table.values()):
         lines.append(
-            f"  sample table: {table['row']} pending episodes get a row; no row for "
+            "  sample table: "
+            f"{quantity(table['row'], 'pending episode gets', 'pending episodes get')} a row; "
+            "no row for "
             f"{table['cadence']} off the {STEP_INTERVAL}-step cadence or not training work "
             f"and {table['empty']} without a conversation (no trajectory)"
         )

@@ -12,6 +12,7 @@ import argparse
 import logging
 import os
 import sys
+import textwrap
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -30,13 +31,36 @@ from prime_runs._show_training import EpisodeTally, episode_lines, is_training, 
 from prime_runs._sync.syncer import SyncReport, sync_run
 from prime_runs._version import __version__
 from prime_runs.errors import ConfigurationError
-from prime_runs.settings import API_KEY_ENV, DIR_ENV, Settings
+from prime_runs.settings import API_KEY_ENV, DIR_ENV, MODE_ENV, Settings
 
 OK, FAILED, USAGE = 0, 1, 2
 RUN_HELP = (
     "a run folder path, a run id under the root or a unique prefix of one, or the platform "
     "id of a synced run"
 )
+SYNC_KEY_HELP = (
+    f"The API key comes from `{API_KEY_ENV}`, else from `api_key` in `~/.prime/config.json` "
+    f"(the file `prime login` writes); the run's mode and `{MODE_ENV}` do not matter. The "
+    "key is never printed."
+)
+SYNC_EXIT_HELP = """exit status:
+  0    all runs landed everything and are closed, or nothing needed a sync
+  1    a run failed or was skipped although named, or a record was rejected
+  2    usage error, unknown or ambiguous RUN, or no API key
+  130  interrupted: run sync again and it resumes"""
+
+
+class _CommandParser(argparse.ArgumentParser):
+    """A subcommand's parser: an argument it does not know is its error, with its usage
+    (argparse leaves it to the top-level parser, whose usage does not name the option)."""
+
+    def parse_known_args(  # type: ignore[override]
+        self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None
+    ) -> tuple[argparse.Namespace, list[str]]:
+        parsed, extra = super().parse_known_args(args, namespace)
+        if extra:
+            self.error(f"unrecognized arguments: {' '.join(extra)}")
+        return parsed, extra
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -46,14 +70,20 @@ def _parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"prime-runs {__version__}")
     dir_help = f"archive root (default: ${DIR_ENV}, else ./prime-runs)"
-    commands = parser.add_subparsers(dest="command", metavar="COMMAND")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_CommandParser)
     ls = commands.add_parser("ls", help="list local runs")
     ls.add_argument("--dir", help=dir_help)
     show = commands.add_parser("show", help="describe one run")
     show.add_argument("run", metavar="RUN", help=RUN_HELP)
     show.add_argument("--dir", help=dir_help)
     sync = commands.add_parser(
-        "sync", help="upload what runs still owe the platform and close them"
+        "sync",
+        help="upload what runs still owe the platform and close them",
+        description=textwrap.fill(
+            f"Upload what runs still owe the platform and close them. {SYNC_KEY_HELP}", 78
+        ),
+        epilog=SYNC_EXIT_HELP,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     sync.add_argument(
         "runs",
@@ -82,6 +112,7 @@ def _parser() -> argparse.ArgumentParser:
         "their run.json",
     )
     sync.add_argument("-v", "--verbose", action="store_true", help="log each request step")
+    sync.set_defaults(usage_error=sync.error)  # prints sync's usage, not the top-level one
     add_report_parser(commands, dir_help)
     return parser
 
@@ -95,7 +126,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return USAGE
     root = archive_root(args.dir)
     try:
-        status = _command(parser, args, root)
+        status = _command(args, root)
         sys.stdout.flush()  # here, where a reader that went away can still be handled
         return status
     except KeyboardInterrupt:
@@ -108,7 +139,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return OK
 
 
-def _command(parser: argparse.ArgumentParser, args: argparse.Namespace, root: Path) -> int:
+def _command(args: argparse.Namespace, root: Path) -> int:
     if args.command == "ls":
         return _ls(root)
     if args.command == "show":
@@ -118,7 +149,7 @@ def _command(parser: argparse.ArgumentParser, args: argparse.Namespace, root: Pa
     given = Registration(args.environment or [], args.model, args.team_id)
     flags = zip(("--environment", "--model", "--team-id"), given, strict=True)
     for flag in [flag for flag, value in flags if value and not args.runs][:1]:
-        parser.error(f"{flag} needs the RUNs it is for")
+        args.usage_error(f"{flag} needs the RUNs it is for")
     return _sync(root, args.runs, verbose=args.verbose, given=given)
 
 
@@ -191,7 +222,7 @@ def _sync_runs(root: Path, refs: Sequence[str], given: Registration) -> int:
     targets: list[RunArchive] = []
     for ref in refs:
         try:
-            targets.append(lookup_run(root, ref))
+            targets.append(lookup_run(root, ref, command="sync"))
         except (RunNotFound, ConfigurationError) as exc:
             print(f"prime-runs: {exc}", file=sys.stderr)
             return USAGE

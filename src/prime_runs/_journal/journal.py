@@ -14,6 +14,7 @@ from collections.abc import Callable, Container
 from typing import Any, Protocol
 
 from prime_runs._journal.archive import REJECTED, SKIPPED, RecordKey, RunArchive, settled_name
+from prime_runs._plural import quantity
 from prime_runs._records.encode import EPISODE, Encoded, record_id
 from prime_runs._records.item import Outcome
 from prime_runs.errors import JournalError, RecordError
@@ -97,9 +98,8 @@ class Journal:
         with self._lock:
             self._failing = False
         logger.warning(
-            "prime-runs: the run's journal accepts writes again (%d records could not be "
-            "stored so far)",
-            self._counters.unjournaled,
+            "prime-runs: the run's journal accepts writes again (%s could not be stored so far)",
+            quantity(self._counters.unjournaled, "record"),
         )
 
     def settle(self, sink: str, outcome: Outcome) -> None:
@@ -166,7 +166,8 @@ def computed_summary(
             report(f"could not read the journal to compute the summary: {exc}")
     if summary.skipped:
         message = (
-            f"{summary.skipped} records were left out of the run summary: a reward or "
+            f"{quantity(summary.skipped, 'record was', 'records were')} left out of the run "
+            "summary: a reward or "
             "metric is not a number that fits a float (e.g. 10**400 or a string)"
         )
         report(message, RecordError(message))

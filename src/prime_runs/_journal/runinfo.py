@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import shlex
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -29,6 +30,7 @@ from prime_runs._journal.archive import (
 )
 from prime_runs._journal.metrics_rows import count_pending
 from prime_runs._journal.nofollow import links_in, open_for_reading
+from prime_runs._plural import quantity
 from prime_runs._runid import check_run_id
 from prime_runs.status import RunStatus
 
@@ -43,6 +45,20 @@ SINK_LABELS = {
     METRICS: "metrics rows",
     TRAIN_SAMPLES: "sample-table episodes",
 }
+_SINK_NOUNS = {
+    TRACES: "trace",
+    SAMPLES: "sample",
+    METRICS: "metrics row",
+    TRAIN_SAMPLES: "sample-table episode",
+}
+
+
+def sink_count(sink: str, n: int) -> str:
+    """``1 trace``, ``12 samples``: ``n`` records of ``sink``."""
+    label = SINK_LABELS.get(sink, sink)
+    return quantity(n, _SINK_NOUNS.get(sink, label), label)
+
+
 EPISODE_KIND = "episode"
 EPISODES = f"{EPISODE_KIND}-"  # how an episode segment's name begins
 
@@ -164,8 +180,15 @@ class RunInfo:
 
     @property
     def mean_reward(self) -> float | None:
+        """The summary's ``avg_reward``; None without one, and for the summary of a run no
+        record of which carried a reward score or metric (``avg_reward`` 0 over empty
+        ``avg_metrics``: computed from nothing, not a mean of zeros)."""
         summary = self.status_doc.get("summary")
-        value = summary.get("avg_reward") if isinstance(summary, dict) else None
+        if not isinstance(summary, dict):
+            return None
+        value = summary.get("avg_reward")
+        if value == 0 and summary.get("avg_metrics") == {}:
+            return None
         if isinstance(value, (int, float)) and not isinstance(value, bool):
             try:
                 number = float(value)
@@ -188,7 +211,7 @@ class RunInfo:
     def pending_text(self) -> str:
         """``-`` when nothing is left, else e.g. ``20 traces, 20 samples, close``."""
         parts = [
-            f"{'up to ' if sink in self.estimated else ''}{n} {SINK_LABELS[sink]}"
+            f"{'up to ' if sink in self.estimated else ''}{sink_count(sink, n)}"
             for sink, n in self.pending.items()
             if n
         ]
@@ -201,7 +224,13 @@ def owed_text(owed: dict[str, int]) -> str:
     """``12 traces, 12 samples``: in the order `prime-runs ls` lists what is pending."""
     order = list(SINK_LABELS)
     ranked = sorted(owed.items(), key=lambda kv: order.index(kv[0]) if kv[0] in order else 99)
-    return ", ".join(f"{n} {SINK_LABELS.get(sink, sink)}" for sink, n in ranked)
+    return ", ".join(sink_count(sink, n) for sink, n in ranked)
+
+
+def owed_were(owed: dict[str, int]) -> str:
+    """``owed_text`` as the subject of ``were``: ``1 trace was``, ``1 trace, 1 sample were``."""
+    one = list(owed.values()) == [1]
+    return f"{owed_text(owed)} {'was' if one else 'were'}"
 
 
 def closing_text(status: str) -> str:
@@ -391,16 +420,17 @@ def _exists(path: Path, test: Callable[[Path], bool] = Path.is_file) -> bool:
         return False
 
 
-def lookup_run(root: Path, ref: str) -> RunArchive:
+def lookup_run(root: Path, ref: str, *, command: str = "show") -> RunArchive:
     """A run by folder path, by id under ``root``, by platform id, or by a unique id prefix.
     Raises ``RunNotFound`` with a message for the user (an ambiguous prefix lists its
-    matches; a folder that is not a run says so), ``ConfigurationError`` for a ``ref``
-    that is neither a path nor a run id (``..``, a NUL)."""
+    matches; a folder that is not a run says so, and an archive root given as a run names
+    the ``--dir`` form of ``command``), ``ConfigurationError`` for a ``ref`` that is neither
+    a path nor a run id (``..``, a NUL)."""
     path = Path(ref)
     if _exists(path / RUN_FILE):  # a folder the user named by its path
         return RunArchive(path)
     if _exists(path, Path.is_dir):
-        raise RunNotFound(f"{ref} is a folder but not a run folder (it has no {RUN_FILE})")
+        raise RunNotFound(_not_a_run_folder(path, ref, command))
     if os.sep in ref or (os.altsep and os.altsep in ref):
         raise RunNotFound(f"no run folder at {ref}")
     # Anything else is an id (or an id's prefix): never a path out of the root.
@@ -432,6 +462,21 @@ def lookup_run(root: Path, ref: str) -> RunArchive:
     raise RunNotFound(
         f"no run {ref!r} under {root} (RUN is a run folder path, a run id or a unique prefix "
         "of one, or the platform id of a synced run; `prime-runs ls` lists the runs)"
+    )
+
+
+def _not_a_run_folder(path: Path, ref: str, command: str) -> str:
+    try:
+        held = len(list_runs(path))
+    except OSError:
+        held = 0
+    if not held:
+        return f"{ref} is a folder but not a run folder (it has no {RUN_FILE})"
+    where = shlex.quote(ref)
+    return (
+        f"{ref} is an archive root holding {quantity(held, 'run')}, not a run folder: "
+        f"`prime-runs ls --dir {where}` lists them, and "
+        f"`prime-runs {command} --dir {where} RUN` names one"
     )
 
 

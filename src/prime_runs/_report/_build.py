@@ -18,6 +18,7 @@ import prime_runs._report._stats as _stats
 from prime_runs._configview import view as config_view
 from prime_runs._report._browse import browse_order, episode_doc
 from prime_runs._report._episode import EpisodeSummary, Example
+from prime_runs._report._labels import name_tags
 from prime_runs._report._load import LoadedRun, read_record
 from prime_runs._report._training import training_doc
 from prime_runs._version import __version__
@@ -74,6 +75,8 @@ def build(runs: Sequence[LoadedRun], budget: int = DEFAULT_BUDGET) -> dict[str, 
         stats, signal = _run_stats(run.episodes)
         stats_per_run.append(stats)
         run_docs.append(_run_doc(run, examples, stats, signal, budget // max(1, len(runs))))
+    for doc, tag in zip(run_docs, name_tags([(d["id"], d["name"]) for d in run_docs]), strict=True):
+        doc["tag"] = tag  # the page names the run "name (tag)" when another shares its name
     return {
         "generator": f"prime-runs {__version__}",
         "generated_at": time.time(),

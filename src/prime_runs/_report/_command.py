@@ -82,7 +82,7 @@ def run_command(root: Path, args: argparse.Namespace) -> int:
     archives = []
     for ref in refs:
         try:
-            archives.append(lookup_run(root, ref))  # the rules `show` follows
+            archives.append(lookup_run(root, ref, command="report"))  # as `show` finds it
         except (RunNotFound, ConfigurationError) as exc:
             print(f"prime-runs: {exc}", file=sys.stderr)
             return USAGE

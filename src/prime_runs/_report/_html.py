@@ -83,6 +83,11 @@ def title(names: Sequence[str]) -> str:
     return text.encode("utf-8", "replace").decode("utf-8")  # a lone surrogate becomes "?"
 
 
+def _label(run: dict[str, Any]) -> str:
+    tag = run.get("tag")
+    return f"{run.get('name')} ({tag})" if tag else str(run.get("name"))
+
+
 def render(data: dict[str, Any]) -> str:
     """The whole HTML document for ``data`` (as built by ``_build.build``)."""
     script = script_text()
@@ -91,7 +96,7 @@ def render(data: dict[str, Any]) -> str:
         "CSP": html.escape(content_security_policy(script, style), quote=False).replace(
             '"', "&quot;"
         ),
-        "TITLE": html.escape(title([str(r.get("name")) for r in data.get("runs", [])])),
+        "TITLE": html.escape(title([_label(r) for r in data.get("runs", [])])),
         "STYLE": style,
         "DATA": embed_json(data),
         "SCRIPT": script,

@@ -115,7 +115,7 @@ function episodeDetail(report, runIndex, row) {
     ])
   );
   if (!doc) {
-    detail.appendChild(note("This episode's messages are not embedded: the report keeps full content for " + fmtInt(run.counts.embedded) + " of " + fmtInt(run.counts.records) + " episodes to stay small (raise --embed-mb to include more)."));
+    detail.appendChild(note("This episode's messages are not embedded: the report keeps full content for " + fmtInt(run.counts.embedded) + " of " + quantity(run.counts.records, "episode") + " to stay small (raise --embed-mb to include more)."));
     return detail;
   }
   doc.errors.forEach((error) => detail.appendChild(errorBlock(error, "episode error")));
@@ -197,7 +197,7 @@ function episodeListItem(report, item, selected, onOpen) {
 // The list's filters: text, failed, embedded; the run (several runs); a training run's
 // step (one, or a range) and policy.
 function browserControls(report) {
-  const runChoices = [["all", "all runs"], ...report.runs.map((run, i) => [String(i), run.name])];
+  const runChoices = [["all", "all runs"], ...report.runs.map((run, i) => [String(i), runLabel(run)])];
   const selects = report.runs.length > 1 ? [["run", "run", runChoices]] : [];
   const training = report.runs.some((run) => run.training);
   const policies = [["all", "all"], ["on-policy", "on-policy"], ["off-policy", "off-policy"], ["policy not recorded", "not recorded"], ["eval work", "eval work"]];

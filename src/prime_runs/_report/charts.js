@@ -3,13 +3,14 @@
 
 const CHART = {width: 460, height: 200, left: 44, right: 12, top: 12, bottom: 34};
 
+// runNames: as the page names the runs (runLabel), already cut to fit.
 function legend(runNames) {
   if (runNames.length < 2) return null;
   return h(
     "div",
     {class: "legend"},
     runNames.map((name, i) =>
-      h("span", {class: "legend-item"}, swatch(i), shorten(name, 40))
+      h("span", {class: "legend-item"}, swatch(i), name)
     )
   );
 }

@@ -87,6 +87,18 @@ function shorten(text, limit) {
   return value.length > limit ? value.slice(0, limit - 1) + "…" : value;
 }
 
+// How the page names a run: its name (cut to `limit` when given) and, when another run of
+// the report has the same name, the tag that tells them apart (never cut).
+function runLabel(run, limit) {
+  const name = limit ? shorten(run.name, limit) : String(run.name);
+  return run.tag ? name + " (" + run.tag + ")" : name;
+}
+
+// A count with its noun: "1 line", "2 lines" (`plural` when it is not noun + "s").
+function quantity(n, noun, plural) {
+  return fmtInt(n) + " " + (n === 1 ? noun : plural || noun + "s");
+}
+
 function badge(text, kind) {
   return h("span", {class: "badge" + (kind ? " badge-" + kind : "")}, text);
 }

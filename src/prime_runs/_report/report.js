@@ -41,14 +41,14 @@ function syncText(run) {
 function runCard(run, index, multiple) {
   const c = run.counts;
   const lost = [];
-  if (c.torn_lines) lost.push(fmtInt(c.torn_lines) + " torn last line(s) skipped");
-  if (c.bad_lines) lost.push(fmtInt(c.bad_lines) + " unreadable line(s) skipped");
-  if (c.links) lost.push(fmtInt(c.links) + " symbolic link(s) in the run folder not read");
+  if (c.torn_lines) lost.push(quantity(c.torn_lines, "torn last line") + " skipped");
+  if (c.bad_lines) lost.push(quantity(c.bad_lines, "unreadable line") + " skipped");
+  if (c.links) lost.push(quantity(c.links, "symbolic link") + " in the run folder not read");
   const passing = run.passing;
   return h(
     "div",
     {class: "run-card"},
-    h("h3", null, multiple ? swatch(index) : null, " ", run.name, " ", badge(run.status, statusKind(run.status))),
+    h("h3", null, multiple ? swatch(index) : null, " ", runLabel(run), " ", badge(run.status, statusKind(run.status))),
     facts([
       ["run id", run.id],
       ["model", run.model],
@@ -60,17 +60,17 @@ function runCard(run, index, multiple) {
       ["created", fmtTime(run.created_at)],
       ["finished", run.finished_at ? fmtTime(run.finished_at) : "–"],
       ["error", run.error],
-      ["records", fmtInt(c.records) + " (" + fmtInt(c.traces) + " traces)"],
+      ["records", fmtInt(c.records) + " (" + quantity(c.traces, "trace") + ")"],
       ...trainingFacts(run),
       ["failed", fmtInt(c.failed) + " of " + fmtInt(c.records) + (c.records ? " (" + fmtPct(c.failed / c.records) + ")" : "")],
       ["truncated", c.truncated ? fmtInt(c.truncated) : null],
       ["unscored", c.unscored ? fmtInt(c.unscored) : null],
       ["skipped lines", lost.length ? lost.join(", ") : null],
-      ["mean reward", run.reward && isNumber(run.reward.mean) ? withError(run.reward.mean, run.reward.se) + " (± standard error, over " + fmtInt(run.reward.n) + " scored episodes)" : null],
+      ["mean reward", run.reward && isNumber(run.reward.mean) ? withError(run.reward.mean, run.reward.se) + " (± standard error, over " + quantity(run.reward.n, "scored episode") + ")" : null],
       ["summary", run.summary ? summaryText(run.summary) : summaryText(run.computed_summary) + " (computed from the records: the run recorded none)"],
-      ["pass@1", passing ? fmtPct(passing.pass1) + " (" + passing.label + " = 1, over " + fmtInt(passing.examples) + " examples)" : null],
+      ["pass@1", passing ? fmtPct(passing.pass1) + " (" + passing.label + " = 1, over " + quantity(passing.examples, "example") + ")" : null],
       // A training run's examples recur at every step: pass@k over them says nothing.
-      ["pass@" + (passing ? passing.k : "k"), passing && isNumber(passing.passk) && !run.training ? fmtPct(passing.passk) + " (over the " + fmtInt(passing.examples_k) + " examples with " + passing.k + "+ rollouts)" : null],
+      ["pass@" + (passing ? passing.k : "k"), passing && isNumber(passing.passk) && !run.training ? fmtPct(passing.passk) + " (over the " + quantity(passing.examples_k, "example") + " with " + passing.k + "+ rollouts)" : null],
       ["tokens", fmtInt(run.tokens.total) + " (" + fmtInt(run.tokens.in) + " in, " + fmtInt(run.tokens.out) + " out)"],
       ["config", configNode(run.config)],
       ["tags", run.tags.join(", ")],
@@ -111,7 +111,7 @@ function overviewSection(report, names) {
   const table = h(
     "table",
     {class: "data compact"},
-    h("thead", null, h("tr", null, h("th", null, "reward function / metric (mean ± SE)"), names.map((n) => h("th", {class: "num"}, shorten(n, 24))))),
+    h("thead", null, h("tr", null, h("th", null, "reward function / metric (mean ± SE)"), report.runs.map((run) => h("th", {class: "num"}, runLabel(run, 24))))),
     h("tbody", null,
       Object.entries(functions).map(([name, f]) => h("tr", null, h("td", null, name, h("span", {class: "muted"}, " weight " + fmtNum(f.weight, 2))), f.values.map((v, r) => h("td", {class: "num"}, withError(v, f.errors[r]) + " ", h("span", {class: "muted"}, "n=" + fmtInt(f.scored[r])))))),
       metricNames.map((name) => h("tr", null, h("td", null, name, h("span", {class: "muted"}, " metric")), report.runs.map((run) => h("td", {class: "num"}, withError(run.metrics[name], (run.metrics_se || {})[name])))))
@@ -168,7 +168,7 @@ function exampleColumns(report) {
   }
   const multiple = report.runs.length > 1;
   report.runs.forEach((run, r) => {
-    const suffix = multiple ? " (" + shorten(run.name, 16) + ")" : "";
+    const suffix = multiple ? " (" + runLabel(run, 16) + ")" : "";
     const k = run.passing ? run.passing.k : 0;
     columns.push({key: "rollouts" + r, label: "Rollouts" + suffix, numeric: true, format: fmtInt});
     columns.push({key: "mean" + r, label: "Mean reward ± SE" + suffix, numeric: true, title: "Mean reward over the example's rollouts, ± its standard error (with 2+ scored rollouts)", format: (v, row) => withError(v, row["se" + r])});
@@ -179,7 +179,7 @@ function exampleColumns(report) {
     columns.push({key: "errors" + r, label: "Failed" + suffix, numeric: true, format: fmtInt});
   });
   report.runs.slice(1).forEach((run, i) => {
-    columns.push({key: "delta" + (i + 1), label: "Δ mean (" + shorten(run.name, 16) + ")", numeric: true, format: (v) => isNumber(v) ? (v > 0 ? "+" : "") + fmtNum(v) : "–"});
+    columns.push({key: "delta" + (i + 1), label: "Δ mean (" + runLabel(run, 16) + ")", numeric: true, format: (v) => isNumber(v) ? (v > 0 ? "+" : "") + fmtNum(v) : "–"});
     columns.push({key: "verdict" + (i + 1), label: "vs first run", format: (v) => badge(v, v === "better" ? "ok" : v === "worse" ? "bad" : "muted")});
   });
   return columns;
@@ -218,7 +218,7 @@ function comparisonSection(report) {
   if (!report.comparison) return null;
   const base = report.runs[0];
   const lines = report.comparison.counts.map((counts, i) =>
-    h("li", null, h("strong", null, report.runs[i + 1].name), " against ", base.name, ": ",
+    h("li", null, h("strong", null, runLabel(report.runs[i + 1])), " against ", runLabel(base), ": ",
       ["better", "worse", "same", "new", "missing", "unscored"].filter((k) => counts[k]).map((k) => fmtInt(counts[k]) + " " + k).join(", ") || "no examples")
   );
   return section("comparison", "Comparison", note("Mean reward per example, each run against the first. Use the change filter in the examples table to list them."), h("ul", {class: "plain"}, lines));
@@ -235,7 +235,7 @@ function errorsSection(report, browser) {
     ));
     const stops = run.stops.map(([name, count]) => h("tr", null, h("td", null, name), h("td", {class: "num"}, fmtInt(count))));
     return h("div", {class: "run-errors"},
-      report.runs.length > 1 ? h("h3", null, swatch(r), " ", run.name) : null,
+      report.runs.length > 1 ? h("h3", null, swatch(r), " ", runLabel(run)) : null,
       rows.length
         ? h("table", {class: "data"}, h("thead", null, h("tr", null, h("th", null, "Error"), h("th", null, "Message"), h("th", {class: "num"}, "Episodes"), h("th", null, "Open"))), h("tbody", null, rows))
         : note("No errors recorded."),
@@ -286,7 +286,7 @@ function navigation(report) {
 
 function main() {
   const report = JSON.parse(document.getElementById("report-data").textContent);
-  const names = report.runs.map((run) => run.name);
+  const names = report.runs.map((run) => runLabel(run, 40));
   const episodesByRun = report.runs.map(episodeRows);
   const browser = episodeBrowser(report, episodesByRun);
   const embedded = report.runs.reduce((n, run) => n + run.counts.embedded, 0);
@@ -294,7 +294,7 @@ function main() {
   const app = document.getElementById("app");
   const parts = layout(report);
   append(app, [
-    h("header", null, h("h1", null, "prime-runs report"), h("p", {class: "subtitle"}, names.join(" vs ") || "no runs"), navigation(report)),
+    h("header", null, h("h1", null, "prime-runs report"), h("p", {class: "subtitle"}, report.runs.map((run) => runLabel(run)).join(" vs ") || "no runs"), navigation(report)),
     section("runs", report.runs.length > 1 ? "Runs" : "Run", h("div", {class: "cards"}, report.runs.map((run, i) => runCard(run, i, report.runs.length > 1)))),
     trainingSections(report, names, browser),
     overviewSection(report, names),
@@ -302,7 +302,7 @@ function main() {
     parts.comparison ? comparisonSection(report) : null,
     errorsSection(report, browser),
     parts.usage ? usageSection(report, names) : null,
-    section("browser", "Episodes", note("Messages are embedded for " + fmtInt(embedded) + " of " + fmtInt(total) + " episodes (every example first, failed episodes first within it)."), browser.element),
+    section("browser", "Episodes", note("Messages are embedded for " + fmtInt(embedded) + " of " + quantity(total, "episode") + " (every example first, failed episodes first within it)."), browser.element),
     h("footer", null, "Written by " + report.generator + " at " + fmtTime(report.generated_at) + ". Self-contained: this file loads nothing from the network."),
   ]);
 }

@@ -72,8 +72,8 @@ function sortableTable(columns, options) {
       body.appendChild(h("tr", null, h("td", {colspan: columns.length, class: "empty"}, options.empty || "Nothing to show.")));
     }
     count.textContent = visible.length < state.rows.length
-      ? "Showing " + fmtInt(visible.length) + " of " + fmtInt(state.rows.length) + " rows"
-      : fmtInt(state.rows.length) + " rows";
+      ? "Showing " + fmtInt(visible.length) + " of " + quantity(state.rows.length, "row")
+      : quantity(state.rows.length, "row");
     const left = state.rows.length - visible.length;
     more.hidden = left <= 0;
     more.textContent = "Show " + fmtInt(Math.min(left, PAGE_SIZE * 5)) + " more";

@@ -29,9 +29,9 @@ function fmtSig(value) {
 function trainingFacts(run) {
   const t = run.training;
   if (!t) return [];
-  const steps = fmtInt(t.steps) + " steps, " + fmtInt(t.rows) + " metrics rows" + (t.unstepped ? " (" + fmtInt(t.unstepped) + " without a step, not charted)" : "");
+  const steps = quantity(t.steps, "step") + ", " + quantity(t.rows, "metrics row") + (t.unstepped ? " (" + fmtInt(t.unstepped) + " without a step, not charted)" : "");
   const by = t.by_step;
-  return [["training", specText(t.spec)], ["metrics", steps], ["episodes", by.steps ? fmtInt(by.episodes) + " at " + fmtInt(by.steps) + " dispatch steps" : null]];
+  return [["training", specText(t.spec)], ["metrics", steps], ["episodes", by.steps ? fmtInt(by.episodes) + " at " + quantity(by.steps, "dispatch step") : null]];
 }
 
 function metricLines(entries, name) {
@@ -71,7 +71,7 @@ function metricsSection(report, names) {
   const parts = [
     note("One chart per metric logged with run.log_metrics(), by step; a step logged twice shows its last value." + (bucketed ? " Long series are drawn in 1,000 buckets of consecutive steps: the line is each bucket's mean, the band its min to max." : "") + " Point at a chart to read the values; tick log for a log scale."),
     smoothingControl((weight) => LINE_CHARTS.forEach((c) => c.draw({smooth: weight}))),
-    legend(entries.length > 1 ? entries.map((e) => e.run.name) : []),
+    legend(entries.length > 1 ? entries.map((e) => runLabel(e.run, 40)) : []),
     h("div", {class: "charts line-charts"}, charts.map((c) => c.element)),
   ];
   return section("metrics", "Metrics by step", parts);
@@ -95,7 +95,7 @@ function stepsSection(report, names, browser) {
     const by = e.t.by_step;
     const other = by.episodes - by.on_policy - by.off_policy;
     const split = ": " + fmtInt(by.on_policy) + " on-policy, " + fmtInt(by.off_policy) + " off-policy" + (other ? ", " + fmtInt(other) + " other (policy not recorded, or eval work)" : "");
-    return h("li", null, entries.length > 1 ? [swatch(e.index), " ", e.run.name, ": "] : null, fmtInt(by.episodes) + " episodes at " + fmtInt(by.steps) + " steps" + split);
+    return h("li", null, entries.length > 1 ? [swatch(e.index), " ", runLabel(e.run), ": "] : null, quantity(by.episodes, "episode") + " at " + quantity(by.steps, "step") + split);
   });
   return section("steps", "Episodes by step",
     note("Each episode counts at the step it was dispatched at (run.work.step). Off-policy: generated from a policy older than that step (run.work.policy.start < step). Click a chart to list that step's episodes in the browser below."),
@@ -122,8 +122,8 @@ function samplesSection(report, browser) {
     const table = sortableTable(tableColumns(), {empty: "No episode at a step on the cadence.", onRowClick: (row) => browser.showStep(row.step)});
     table.setRows(rows);
     return h("div", null,
-      entries.length > 1 ? h("h3", null, swatch(e.index), " ", e.run.name) : null,
-      note(fmtInt(rows.length) + " steps: " + fmtInt(sum("stored")) + " rows stored, " + fmtInt(sum("pending")) + " pending, " + fmtInt(sum("none")) + " episodes without a row."),
+      entries.length > 1 ? h("h3", null, swatch(e.index), " ", runLabel(e.run)) : null,
+      note(quantity(rows.length, "step") + ": " + quantity(sum("stored"), "row") + " stored, " + fmtInt(sum("pending")) + " pending, " + quantity(sum("none"), "episode") + " without a row."),
       table.element);
   });
   const interval = entries.length ? entries[0].t.interval : 10;

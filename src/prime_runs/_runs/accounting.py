@@ -8,6 +8,7 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any
 
+from prime_runs._plural import quantity
 from prime_runs._records.item import Outcome
 
 logger = logging.getLogger("prime_runs")
@@ -81,8 +82,9 @@ class Counters:
         with self.lock:
             late = self.count_late(records)
             message = (
-                f"run {run_id} has finished; {late} records logged after "
-                "finish() were not recorded. Log every record before calling finish()."
+                f"run {run_id} has finished; {quantity(late, 'record')} logged after "
+                f"finish() {'was' if late == 1 else 'were'} not recorded. Log every record "
+                "before calling finish()."
             )
             first = self._late_entry is None
             self._late_entry = self.note_error(message, self._late_entry)
@@ -163,24 +165,23 @@ class Counters:
         """One warning per kind of loss; ``where`` names the archive (or is empty)."""
         if self.restamped:
             logger.warning(
-                "prime-runs: %d records named a different run id; their uploaded copies carry "
+                "prime-runs: %s named a different run id; their uploaded copies carry "
                 "this run's id %s",
-                self.restamped,
+                quantity(self.restamped, "record"),
                 run_id,
             )
         if self.invalid:
             logger.warning(
-                "prime-runs: %d records were not logged: %d refused as bad input and %d "
+                "prime-runs: %s not logged: %d refused as bad input and %d "
                 "logged after finish() (run.errors says why each was refused)",
-                self.invalid,
+                quantity(self.invalid, "record was", "records were"),
                 self.invalid - self.late,
                 self.late,
             )
         if self.unjournaled:
             logger.warning(
-                "prime-runs: %d records could not be written to the run's journal%s (see "
-                "run.errors); %s",
-                self.unjournaled,
+                "prime-runs: %s could not be written to the run's journal%s (see run.errors); %s",
+                quantity(self.unjournaled, "record"),
                 where,
                 "they were sent to the platform but sync cannot resend them"
                 if online
@@ -188,18 +189,18 @@ class Counters:
             )
         if self.dropped:
             logger.warning(
-                "prime-runs: %d of %d records reached no sink because the upload queue was "
+                "prime-runs: %d of %s reached no sink because the upload queue was "
                 "full; they are in the archive for `prime-runs sync`%s",
                 self.dropped,
-                self.logged,
+                quantity(self.logged, "record"),
                 where,
             )
         for sink, n in sorted(self.failed.items()):
             logger.warning(
-                "prime-runs: %s stored %d of %d records; %d were not stored%s",
+                "prime-runs: %s stored %d of %s; %s not stored%s",
                 sink,
                 self.acked.get(sink, 0),
-                self.logged,
-                n,
+                quantity(self.logged, "record"),
+                quantity(n, "was", "were"),
                 where,
             )

@@ -29,6 +29,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from prime_runs._plural import quantity
 from prime_runs._records.jsonio import encode_json
 from prime_runs._records.lines import id_of_line
 from prime_runs._runs.finishing import platform_summary
@@ -265,7 +266,7 @@ def cover(
     elif cov.partial is not None:
         _note(
             state,
-            f"the run summary is partial: it covers {cov.local + cov.remote} records, "
+            f"the run summary is partial: it covers {quantity(cov.local + cov.remote, 'record')}, "
             f"{cov.local} of this host and {cov.remote} more among the {cov.rows_read} "
             f"sample rows read back from the platform before the read-back stopped "
             f"({cov.partial}); the finalized numbers say so (prime_runs.{PARTIAL_KEY}). "
@@ -277,8 +278,9 @@ def cover(
     if cov.unsummarized:
         _note(
             state,
-            f"{cov.unsummarized} records stored on the platform as per-trace rows (episodes "
-            "too large for one sample row) are not in the run summary",
+            f"{quantity(cov.unsummarized, 'record')} stored on the platform as per-trace rows "
+            f"(episodes too large for one sample row) {'is' if cov.unsummarized == 1 else 'are'} "
+            "not in the run summary",
         )
     return cov
 

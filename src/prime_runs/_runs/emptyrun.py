@@ -17,7 +17,8 @@ def warn_if_empty(state: RunState) -> None:
     refused = state.counters.invalid
     if refused:
         why = (
-            f"all {refused} records logged into it were refused: invalid, cut or dropped by "
+            f"{'the one record' if refused == 1 else f'all {refused} records'} logged into "
+            f"it {'was' if refused == 1 else 'were'} refused: invalid, cut or dropped by "
             "an OpenTelemetry attribute or event limit, or logged after finish() (see run.errors)"
         )
     else:

@@ -26,7 +26,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from prime_runs._journal.runinfo import closing_text, owed_text
+from prime_runs._journal.runinfo import closing_text, owed_were
+from prime_runs._plural import quantity
 from prime_runs.errors import ConfigurationError
 
 logger = logging.getLogger("prime_runs")
@@ -85,7 +86,7 @@ def left_open_message(owed: dict[str, int], status: str, where: object) -> str:
     """What finish() says when it leaves the run open (see the module notes)."""
     at = f" (in {where})" if where is not None else ""
     return (
-        f"the run was left open on the platform: {owed_text(owed)} were not stored by the "
+        f"the run was left open on the platform: {owed_were(owed)} not stored by the "
         f"finish deadline and are kept in the archive{at}; `prime-runs sync` delivers them, "
         f"then {closing_text(status)}"
     )
@@ -143,7 +144,8 @@ def down_message(kept: int, stored: int, where: object) -> str:
     at = f" in {where}" if where is not None else ""
     return (
         f"the platform {what} this run's records and kept failing; finish() stopped "
-        f"waiting for it. {kept} records are kept locally{at}; `prime-runs sync` "
+        f"waiting for it. {quantity(kept, 'record is', 'records are')} kept locally{at}; "
+        "`prime-runs sync` "
         "will deliver them (and close the run) once the platform is back"
     )
 
@@ -178,16 +180,17 @@ def close_sinks(delivery: Any, counters: Any, report: Callable[..., None]) -> No
     counters.note_taken_over(delivery.taken_over())
     for sink, n in counters.taken_over.items():
         logger.info(
-            "prime-runs: %s: %d records no live export had sent were delivered from "
+            "prime-runs: %s: %s no live export had sent %s delivered from "
             "the run's ledger at flush/finish",
             sink,
-            n,
+            quantity(n, "record"),
+            "was" if n == 1 else "were",
         )
     for sink, left in delivery.close().items():
         counters.count_sink("failed", sink, left)
         report(
-            f"{sink}: {left} records were not sent before the finish deadline; they are "
-            "in the archive for `prime-runs sync`",
+            f"{sink}: {quantity(left, 'record was', 'records were')} not sent before the "
+            "finish deadline; they are in the archive for `prime-runs sync`",
             warn=False,
         )
 

@@ -31,6 +31,7 @@ import prime_runs._runs.training_join as _training
 from prime_runs import semconv
 from prime_runs._delivery.provenance import upload_context
 from prime_runs._journal.archive import RunArchive
+from prime_runs._plural import quantity
 from prime_runs._runid import check_run_id
 from prime_runs._runs.opening import RunOptions, archive_root, wire_sinks
 from prime_runs._runs.state import Identity, RunState
@@ -243,7 +244,8 @@ def _after_join(settings: Settings | None, state: RunState, deadline: float) -> 
     records were late for the run's finalize (``_late``)."""
     if state.already_stored:
         message = (
-            f"{state.already_stored} records logged into run {state.run_id} were already "
+            f"{quantity(state.already_stored, 'record')} logged into run {state.run_id} "
+            f"{'was' if state.already_stored == 1 else 'were'} already "
             "stored by an earlier attempt on this host (a retried task); not sent again"
         )
         state.counters.note_error(message)

@@ -19,6 +19,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from prime_runs._plural import quantity
 from prime_runs._runs.coverage import PARTIAL_KEY, SUMMARIZED_KEY, record_of, stored_rows
 from prime_runs.metrics import SummaryAccumulator
 from prime_runs.platform import evaluations
@@ -54,7 +55,7 @@ class Late:
             else "its metrics could not be updated"
         )
         return (
-            f"{self.late} records reached run {run_id} after it was finalized (the "
+            f"{quantity(self.late, 'record')} reached run {run_id} after it was finalized (the "
             f"finalized numbers covered {self.stored - self.late} of {self.stored}); {fixed}"
         )
 

@@ -22,6 +22,7 @@ import prime_runs._forking as _forking
 from prime_runs._delivery.delivery import Delivery
 from prime_runs._delivery.metrics import DELIVERY_SUFFIX, KIND, MetricsJournal, PausingChannel
 from prime_runs._journal.archive import RunArchive
+from prime_runs._plural import quantity
 from prime_runs._records.item import Item, Outcome
 from prime_runs._records.jsonio import encode_json
 from prime_runs._runs.handling import refuse_bad, refuse_late
@@ -135,7 +136,8 @@ class TrainingSide:
         for sink, left in self.delivery.close().items():
             self._state.counters.count_sink("failed", sink, left)
             self._state.report(
-                f"{sink}: {left} metrics rows were not sent before the finish deadline; "
+                f"{sink}: {quantity(left, 'metrics row was', 'metrics rows were')} not sent "
+                "before the finish deadline; "
                 "they are in the run's metrics journal",
                 warn=False,
             )

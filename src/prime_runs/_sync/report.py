@@ -6,7 +6,8 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from prime_runs._journal.archive import RunArchive
-from prime_runs._journal.runinfo import SINK_LABELS, RunInfo, inspect
+from prime_runs._journal.runinfo import RunInfo, inspect, sink_count
+from prime_runs._plural import quantity
 
 
 @dataclass
@@ -49,10 +50,9 @@ def assemble(
         failures.append(f"{info.status_problem}, so how the run ended is unknown")
     notes = list(tally.notes)
     if info.links:  # never read through: what a link points at is not the run's
-        notes.append(f"{len(info.links)} symbolic links in the run folder not read")
+        notes.append(f"{quantity(len(info.links), 'symbolic link')} in the run folder not read")
     for sink, reasons in tally.rejected.items():
-        label = SINK_LABELS.get(sink, sink)
-        failures.append(f"{len(reasons)} {label} rejected ({reasons[0]})")
+        failures.append(f"{sink_count(sink, len(reasons))} rejected ({reasons[0]})")
     counts = {"uploaded": tally.uploaded, "found": tally.found}
     return SyncReport(
         info.run_id,
@@ -76,9 +76,9 @@ def line(
 ) -> str:
     """The run's line: what was uploaded, apart from what was found already stored, how the
     run was closed, the notes, and the failures with what is still pending."""
-    sent = ", ".join(f"{n} {SINK_LABELS[s]}" for s, n in counts["uploaded"].items() if n)
+    sent = ", ".join(sink_count(s, n) for s, n in counts["uploaded"].items() if n)
     parts = [f"uploaded {sent}" if sent else "nothing to upload"]
-    held = ", ".join(f"{n} {SINK_LABELS[s]}" for s, n in counts["found"].items() if n)
+    held = ", ".join(sink_count(s, n) for s, n in counts["found"].items() if n)
     if held:
         parts.append(f"found {held} already stored (not sent again)")
     if closed_how:

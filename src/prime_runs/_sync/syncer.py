@@ -38,7 +38,8 @@ import prime_runs._journal.lease as _lease
 from prime_runs._delivery.provenance import from_resource, upload_context
 from prime_runs._journal.archive import RECORDS_DIR, REJECTED, SKIPPED, RecordKey, settled_name
 from prime_runs._journal.nofollow import segment_paths
-from prime_runs._journal.runinfo import SAMPLES, SINK_LABELS, TRACES, RunInfo, inspect
+from prime_runs._journal.runinfo import SAMPLES, SINK_LABELS, TRACES, RunInfo, inspect, sink_count
+from prime_runs._plural import quantity
 from prime_runs._progress import Progress
 from prime_runs._records.encode import kind_of
 from prime_runs._records.item import Item, Outcome
@@ -213,7 +214,7 @@ class _Syncer:
         segments = [p.name for p in segment_paths(self.archive.path / RECORDS_DIR)]
         self.busy = _lease.wait_free(self.archive.path, segments, _lease.SYNC_WAIT)
         total = sum(info.pending[sink] for sink in active)
-        what = ", ".join(f"{info.pending[s]} {SINK_LABELS[s]}" for s in active)
+        what = ", ".join(sink_count(s, info.pending[s]) for s in active)
         self.progress.start(info.run_id, total, what)
         if TRACES in active:
             done[TRACES] |= self._landed_traces(eval_id, done[TRACES])
@@ -242,7 +243,8 @@ class _Syncer:
         if self.left:
             pids = ", ".join(str(p) for p in sorted(set(self.busy.values())))
             failures.append(
-                f"{self.left} records were left to the live process (pid {pids}) still "
+                f"{quantity(self.left, 'record was', 'records were')} left to the live "
+                f"process (pid {pids}) still "
                 "delivering them; run `prime-runs sync` again once it has exited (or in "
                 "two minutes)"
             )

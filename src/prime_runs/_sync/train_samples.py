@@ -38,6 +38,7 @@ from prime_runs._journal.archive import (
 )
 from prime_runs._journal.nofollow import segment_paths
 from prime_runs._journal.runinfo import EPISODE_KIND, EPISODES, TRAIN_SAMPLES, RunInfo
+from prime_runs._plural import quantity
 from prime_runs._records.item import Deadline, Item, Outcome
 from prime_runs._records.lines import parse_record
 from prime_runs._sync.report import Tally
@@ -156,7 +157,8 @@ class _TableSync:
         if not self.left:
             return []
         return [
-            f"{self.left} episodes of the sample table were left to a live process still "
+            f"{quantity(self.left, 'episode')} of the sample table "
+            f"{'was' if self.left == 1 else 'were'} left to a live process still "
             "delivering them; run `prime-runs sync` again once it has exited (or in two "
             "minutes)"
         ]
