@@ -13,6 +13,9 @@ Layout of one run (one folder per run, named by its id)::
       sync.json                         `prime-runs sync` progress for runs created offline
       inflight.json                     the live training run's sample-table object
                                         uploaded and not yet confirmed (for sync)
+      batches/<sink>-<pid>-<nonce>.json  the batches a deliverer is sending, noted before
+                                        each request until their records are settled
+                                        (see ``batches``)
 
 Why this shape: every process (a forked child, a joined worker) appends to
 segments of its own, so no two writers share a file offset and a record's key
@@ -268,10 +271,9 @@ class RunArchive:
                     self._acks = None
                 raise
 
-    def close(self, *, linger: bool = False) -> None:
+    def close(self) -> None:
         """Close this process's files and give up its segments' leases (nothing of theirs
-        is in flight any more), or with ``linger`` keep them a while (a request of theirs
-        may still land: see ``_lease``); a later append or ack opens fresh files."""
+        is in flight any more); a later append or ack opens fresh files."""
         with self._lock:
             for segment in self._segments.values():
                 segment.close()
@@ -280,10 +282,7 @@ class RunArchive:
             self._segments = {}
             self._acks = None
             leased, self._leased = self._leased, []
-        if linger:
-            _lease.linger(self.path, leased)
-        else:
-            _lease.release(self.path, leased)
+        _lease.release(self.path, leased)
 
     # -- reading -----------------------------------------------------------------
 

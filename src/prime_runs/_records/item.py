@@ -72,9 +72,10 @@ class Outcome:
     # Settled after the channel was closed: the counters already hold these items as
     # unsent, so only the archive may learn about what landed.
     late: bool = False
-    # A request got no answer (a timeout, a dropped connection): the platform may still
-    # store what it carried, some time later.
-    in_doubt: bool = False
+    # Set when every item in ``retry`` waits on a request of its own that the platform may
+    # still store until this time (``time.time()``), and nothing failed: the sink settles
+    # them later, and the wait is not a failure of the platform.
+    held_until: float | None = None
 
 
 class Deadline:

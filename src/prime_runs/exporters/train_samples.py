@@ -37,7 +37,6 @@ from prime_runs.errors import (
     TransportError,
     ValidationRejectedError,
 )
-from prime_runs.platform._http import is_ambiguous
 from prime_runs.platform.training import TrainingPlatform
 from prime_runs.projection import build_samples
 
@@ -189,7 +188,6 @@ class TrainSamplesSink:
                 if permanent:
                     outcome.retire = f"{type(exc).__name__}: {exc}"
                 outcome.retry_reason = str(exc)
-                outcome.in_doubt = is_ambiguous(exc)
                 return outcome
             self._pending.pop(ident, None)
             outcome.acked.extend(group)
