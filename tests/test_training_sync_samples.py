@@ -317,16 +317,20 @@ def test_an_object_recorded_in_flight_that_never_landed_is_sent_anew(
     prime_env.recover()
     ((run_id, _),) = prime_env.training_runs.items()
     state = archive.sync_state()  # as if an earlier sync had uploaded an object for it
-    state["train_samples"] = {
-        "run_id": run_id,
-        "ranges": {"0": 1},
-        "inflight": {"step": 0, "s3_key": "rft/x.parquet", "keys": [list(first)]},
-    }
+    state["train_samples"] = {"run_id": run_id, "ranges": {"0": 1}}
     archive.write_sync_state(state)
+    note = {"n": 1, "until": 0, "segs": [first.segment], "keys": [[0, first.offset]]}
+    notes = archive.path / "batches"
+    notes.mkdir(exist_ok=True)
+    (notes / "train_samples-1-abcdef.json").write_text(
+        json.dumps(
+            {"sink": "train_samples", "pid": 1, "batches": [dict(note, step=0, s3_key="rft/x")]}
+        )
+    )
 
     assert main(["sync"]) == 0  # its confirm is refused (no such object): sent anew
 
-    assert archive.sync_state()["train_samples"]["inflight"] is None
+    assert not list(notes.iterdir())  # settled: nothing of it to confirm again
     assert Counter(c["step"] for c in prime_env.training_samples(run_id)) == {0: 1, 10: 1, 20: 1}
     step0 = tables(prime_env, run_id)[0][0]  # numbered after the range recorded as used
     assert min(r["sample_id"] for r in step0) == SAMPLE_ID_STRIDE
@@ -364,7 +368,7 @@ def test_a_sync_killed_before_its_confirm_answered_confirms_that_object_next_tim
     )
     try:
         deadline = time.monotonic() + 60
-        while not (archive.sync_state().get("train_samples") or {}).get("inflight"):
+        while not list(archive.path.glob("batches/train_samples-*.json")):
             assert child.poll() is None and time.monotonic() < deadline
             time.sleep(0.05)
         time.sleep(0.2)  # the confirm is on its way, held by the stand-in

@@ -11,8 +11,6 @@ Layout of one run (one folder per run, named by its id)::
                                         "s" is "<sink>:rejected" / "<sink>:skipped" for records
                                         a sink settled without storing them (see ``settled_name``)
       sync.json                         `prime-runs sync` progress for runs created offline
-      inflight.json                     the live training run's sample-table object
-                                        uploaded and not yet confirmed (for sync)
       batches/<sink>-<pid>-<nonce>.json  the batches a deliverer is sending, noted before
                                         each request until their records are settled
                                         (see ``batches``)
@@ -46,7 +44,6 @@ from prime_runs._records.item import RecordKey
 RUN_FILE = "run.json"
 STATUS_FILE = "status.json"
 SYNC_FILE = "sync.json"
-INFLIGHT_FILE = "inflight.json"
 RECORDS_DIR = "records"
 ACKS_DIR = "acks"
 
@@ -198,13 +195,6 @@ class RunArchive:
 
     def write_sync_state(self, state: dict[str, Any]) -> None:
         write_json_atomic(self.path / SYNC_FILE, state)
-
-    def inflight(self) -> dict[str, Any]:
-        """The live process's sample-table object uploaded and not yet confirmed, if any."""
-        return read_json(self.path / INFLIGHT_FILE)
-
-    def write_inflight(self, entry: dict[str, Any]) -> None:
-        write_json_atomic(self.path / INFLIGHT_FILE, entry)
 
     # -- appends -----------------------------------------------------------------
 

@@ -10,22 +10,26 @@ loss). Objects are additive per step: each upload has its own key and numbers it
 several batches becomes several objects and no two rows share an id.
 
 After a transient failure the channel hands back the very same items: the sink resends
-the same object to the same key (or only the confirm, when the upload landed), so a
-replay never stores a step's rows twice. Needs pyarrow (``prime-runs[train]``).
+the same object to the same key (or only the confirm, when the upload landed), as a group
+of its own, so a replay never stores a step's rows twice. Between an object's upload and
+its confirm the object is noted in the run's archive (``_journal/batches``): whoever
+delivers its episodes next (``prime-runs sync``, after a kill or an exit) confirms that
+object again (a confirm replays safely) rather than send a second one. Needs pyarrow
+(``prime-runs[train]``).
 
 ``prime-runs sync`` drives the same sink from the journal (``_sync/train_samples``): it
 continues the numbering it kept (``next_ranges``, ``first_range``) and hears of each
-object uploaded but not yet confirmed (``on_uploaded``), so a killed sync confirms that
-object again rather than sending a second one.
+object uploaded but not yet confirmed (``on_uploaded``), to keep its ranges.
 """
 
 from __future__ import annotations
 
 import os
 import secrets
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import prime_runs._records.traintable as _table
 from prime_runs._records.item import Deadline, Item, Outcome, as_deadline
@@ -39,11 +43,16 @@ from prime_runs.errors import (
 )
 from prime_runs.platform.training import TrainingPlatform
 from prime_runs.projection import build_samples
+from prime_runs.settings import inflight_window
+
+if TYPE_CHECKING:
+    from prime_runs._journal.batches import Notebook
 
 SINK_NAME = "train_samples"
 STEP_INTERVAL = 10
 SAMPLE_ID_STRIDE = 1 << 32
 SAMPLE_ID_RANGES = 1 << 21  # ids stay below 2**53 for the viewer
+CONFIRM_TIMEOUT = 60.0  # the platform API's read timeout (contract §2.3)
 
 
 def parquet_available() -> bool:
@@ -82,9 +91,11 @@ def encode_step(
 class _Upload:
     """One step's object of one batch, kept across resends of the same items."""
 
-    def __init__(self, payload: bytes, id_range: int) -> None:
+    def __init__(self, payload: bytes, id_range: int, step: int, items: list[Item]) -> None:
         self.payload = payload
         self.id_range = id_range
+        self.step = step
+        self.items = items
         self.url: str | None = None
         self.key: str | None = None
         self.uploaded = False
@@ -130,9 +141,14 @@ class TrainSamplesSink:
         self._on_uploaded = on_uploaded
         self._pending: dict[tuple[int, ...], _Upload] = {}
         self._pid = os.getpid()
+        self._notes: Notebook | None = None
 
     def __repr__(self) -> str:
         return f"TrainSamplesSink({self._run_id!r})"
+
+    def keep_notes(self, notes: Notebook) -> None:
+        """Note each object between its upload and its confirm in the run's archive."""
+        self._notes = notes
 
     def _groups(
         self, items: list[Item], outcome: Outcome
@@ -163,10 +179,25 @@ class TrainSamplesSink:
         self._ranges[step] = index + 1
         return index
 
+    def _pinned(
+        self, items: list[Item]
+    ) -> tuple[list[tuple[int, list[Item], list[Any]]], list[Item]]:
+        """The objects kept from an earlier try whose items are all back, each as its own
+        group (sent, or only confirmed, as it was), and the other items. Regrouped with
+        later episodes of the step, an object already stored would be stored again."""
+        present = {id(i) for i in items}
+        pinned, taken = [], set()
+        for upload in self._pending.values():
+            if all(id(i) in present for i in upload.items):
+                pinned.append((upload.step, upload.items, []))
+                taken.update(id(i) for i in upload.items)
+        return pinned, [i for i in items if id(i) not in taken]
+
     def export(self, items: list[Item], deadline: float | Deadline) -> Outcome:
         deadline = as_deadline(deadline)
         outcome = Outcome()
-        groups = self._groups(items, outcome)
+        pinned, items = self._pinned(items)
+        groups = pinned + self._groups(items, outcome)
         for index, (step, group, records) in enumerate(groups):
             if deadline.expired():
                 outcome.retry.extend(i for g in groups[index:] for i in g[1])
@@ -207,7 +238,7 @@ class TrainSamplesSink:
             payload = encode_step(records, self._run_id, step, id_range * SAMPLE_ID_STRIDE)
             if payload is None:
                 return  # no sample with a trajectory: nothing to store
-            upload = self._pending[ident] = _Upload(payload, id_range)
+            upload = self._pending[ident] = _Upload(payload, id_range, step, group)
         if upload.key is None:
             upload.url, upload.key = self._platform.presign(self._run_id, step, deadline)
         if not upload.uploaded:
@@ -221,9 +252,13 @@ class TrainSamplesSink:
                     raise ValueError(f"the object store refused it: {exc}") from None
                 raise
             upload.uploaded = True
+        assert upload.key is not None
         if self._on_uploaded is not None:
-            assert upload.key is not None
             self._on_uploaded(Uploaded(step, upload.key, tuple(group), upload.id_range))
+        if self._notes is not None:  # the object exists: confirmed again, never sent again
+            keys = [i.key for i in group if i.key is not None]
+            until = time.time() + inflight_window(CONFIRM_TIMEOUT)
+            self._notes.open(keys, until, step=step, s3_key=upload.key)
         self._platform.confirm(self._run_id, step, upload.key, deadline)
 
     def close(self) -> None:
