@@ -195,6 +195,32 @@ def test_a_samples_append_landing_after_sync_is_stored_once(prime_env, burst, tm
     assert prime_env.evaluations[eval_id]["status"] == "FAILED"  # closed as crashed
 
 
+def test_a_samples_append_stored_before_its_answer_is_found_not_resent(prime_env, burst, tmp_path):
+    # Stored at once, then its answer is held: the producer is killed before the answer.
+    batch = burst(20)
+    prime_env.fail("samples_append", 503, after_processing=True, delay=60)
+    producer = _start(tmp_path, batch, first=20, end="wait")
+    try:
+        _step(producer, "first")
+        (eval_id,) = _wait_for_evaluation(prime_env)
+        _until(lambda: len(prime_env.samples(eval_id)) == 20, "the stored append")
+        _until(lambda: len(prime_env.episode_writes) == 20, "the traces upload")
+    finally:
+        _kill(producer)
+
+    result = run_cli("sync")
+
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "found 20 samples already stored" in result.stdout
+    _once(prime_env, batch)
+    assert len(prime_env.requests_for("samples_append")) == 1
+
+
+def _wait_for_evaluation(platform) -> list[str]:
+    _until(lambda: bool(platform.evaluations), "the evaluation")
+    return list(platform.evaluations)
+
+
 def test_a_samples_append_that_never_lands_is_sent_once_its_window_is_over(
     prime_env, burst, tmp_path
 ):

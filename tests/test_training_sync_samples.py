@@ -429,3 +429,35 @@ def test_a_live_run_killed_before_its_confirm_answered_is_not_sent_twice_by_sync
     before = table_requests(prime_env)
     assert main(["sync"]) == 0
     assert table_requests(prime_env) == before
+
+
+def test_a_live_run_killed_with_its_object_upload_held_is_not_sent_twice_by_sync(
+    prime_env: StandInPlatform, episodes: list[dict], tmp_path: Path
+) -> None:
+    # The PUT is held (then stored) while the producer is killed and sync runs: sync sends
+    # an object of its own; the held one lands unconfirmed, so it holds no row of the table.
+    step0 = tmp_path / "step0.json"
+    step0.write_text(json.dumps([at_step(episodes[i], 0, f"put{i}") for i in range(2)]))
+    prime_env.hold("object_put", 4.0)
+    child = subprocess.Popen(
+        [sys.executable, "-c", LIVE_CRASH, str(step0)], stdout=subprocess.PIPE, text=True
+    )
+    assert child.stdout is not None
+    try:
+        run_id = child.stdout.readline().strip()
+        deadline = time.monotonic() + 60
+        while not prime_env.requests_for("object_put"):  # on its way, held
+            assert child.poll() is None and time.monotonic() < deadline
+            time.sleep(0.02)
+    finally:
+        child.kill()
+        child.wait(30)
+
+    assert main(["sync"]) == 0
+    deadline = time.monotonic() + 60
+    while prime_env.requests_for("object_put")[0].status is None:  # the held PUT lands
+        assert time.monotonic() < deadline
+        time.sleep(0.02)
+
+    assert row_counts(prime_env, run_id) == {0: 2}  # each row once
+    assert len(prime_env.training_samples(run_id)) == 1

@@ -28,10 +28,11 @@ def stored_among(
     than this were stored before the append. ``before``: ids stored before it.
 
     Reads only the listing's rows from position ``since`` on: the rows appended since,
-    the batch's own among them. That assumes the listing is in append order (Appendix B
-    gives it no order; the platform's and the stand-in's are). What contradicts it reads
-    the whole evaluation instead, the only safe answer: a row of ``before`` among the new
-    ones, or a total smaller than ``since`` or missing. Raises ``APIError``."""
+    the batch's own among them. That assumes the listing is in append order: Appendix B
+    gives it no order, so this is an assumption about the platform (the stand-in lists
+    in append order). What contradicts it reads the whole evaluation instead, the only
+    safe answer: a row of ``before`` among the new ones, a total smaller than ``since`` or
+    missing, or a page longer than asked. Raises ``APIError``."""
     want = set(ids)
     if not want:
         return set()
@@ -50,16 +51,19 @@ def stored_among(
             deadline=deadline,
         )
         total = listing.get("total")
-        page = list(_sample_ids(listing))
+        rows = listing.get("samples") or []
         if not isinstance(total, int) or isinstance(total, bool) or total < since:
             return _scan(client, path, want, deadline, "the listing gives no usable total")
-        for sample_id in page:
+        if not isinstance(rows, list) or len(rows) > size:
+            # Not the page asked for: the positions cannot be trusted.
+            return _scan(client, path, want, deadline, "the listing ignores its limit")
+        for sample_id in _sample_ids(listing):
             if sample_id in witnesses:
                 return _scan(client, path, want, deadline, "the listing is not in append order")
             if sample_id in want:
                 found.add(sample_id)
-        offset += len(page)
-        if found == want or not page or offset >= total:
+        offset += len(rows)
+        if found == want or not rows or offset >= total:
             return found
         size = max(1, min(LIST_PAGE_SIZE, total - offset))
 
@@ -73,7 +77,8 @@ def _aligned(offset: int, most: int) -> int:
 
 
 def _sample_ids(listing: dict[str, Any]) -> Iterator[str]:
-    for sample in listing.get("samples") or []:
+    samples = listing.get("samples")
+    for sample in samples if isinstance(samples, list) else []:
         if isinstance(sample, dict):
             value = sample.get("sample_id", sample.get("sampleId"))
             if value is not None:

@@ -220,41 +220,53 @@ class SampleWriter:
                     else:
                         result.permanent = True
                     return
-                # The batch may or may not have landed: read back, resend only what is
-                # missing, and that only once no attempt of it can still be stored.
-                sent = dataclasses.replace(sent, until=time.time() + self._window())
-                try:
-                    found, free = self.settle(sent, deadline)
-                except APIError as read_error:
-                    logger.debug("samples read-back failed: %s", read_error)
-                    result._fail(ids, f"{error} (could not confirm; not resent)", error)
-                    result.transient = True
-                    result.doubt.append(sent)
+                rest = self._unconfirmed(error, sent, pending, result, deadline)
+                if not rest:
                     return
-                result.acked.extend(sid for sid in ids if sid in found)
-                pending = [row for row in pending if row[0] not in found]
-                if not pending:
-                    return
-                if not free:
-                    reason = f"{error} (may still be stored: not resent before it cannot be)"
-                    result._fail([sid for sid, _ in pending], reason, error)
-                    result.transient = True
-                    result.doubt.append(sent)
-                    return
-                logger.info(
-                    "samples for %s: %d of %d rows landed despite %s; resending the rest",
-                    self._eval_id,
-                    len(ids) - len(pending),
-                    len(ids),
-                    error,
-                )
-                last_error = error
+                pending, last_error = rest, error
                 continue
             self._stored(ids, sent.since)
             result.acked.extend(ids)
             return
         result._fail([sid for sid, _ in pending], str(last_error), last_error)
         result.transient = True
+
+    def _unconfirmed(
+        self,
+        error: APIError,
+        sent: Sent,
+        pending: list[Row],
+        result: AppendResult,
+        deadline: Deadline | None,
+    ) -> list[Row]:
+        """After an ambiguous failure: read back what landed, and return what may be sent
+        again now, which is nothing while an attempt of it may still be stored."""
+        sent = dataclasses.replace(sent, until=time.time() + self._window())
+        try:
+            found, free = self.settle(sent, deadline)
+        except APIError as read_error:
+            logger.debug("samples read-back failed: %s", read_error)
+            result._fail(sent.ids, f"{error} (could not confirm; not resent)", error)
+            result.transient = True
+            result.doubt.append(sent)
+            return []
+        result.acked.extend(sid for sid in sent.ids if sid in found)
+        rest = [row for row in pending if row[0] not in found]
+        if rest and not free:
+            reason = f"{error} (may still be stored: not resent before it cannot be)"
+            result._fail([sid for sid, _ in rest], reason, error)
+            result.transient = True
+            result.doubt.append(sent)
+            return []
+        if rest:
+            logger.info(
+                "samples for %s: %d of %d rows landed despite %s; resending the rest",
+                self._eval_id,
+                len(pending) - len(rest),
+                len(pending),
+                error,
+            )
+        return rest
 
     def _window(self) -> float:
         return inflight_window(APPEND_TIMEOUT)

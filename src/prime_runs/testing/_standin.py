@@ -167,7 +167,7 @@ class StandInPlatform(TrainingStandIn):
 
     @property
     def samples_order(self) -> str:
-        """The sample listing's order: ``"append"`` (the platform's) or ``"newest"`` first."""
+        """The sample listing's order: ``"append"`` (what the SDK assumes) or ``"newest"`` first."""
         return self._settings.samples_order
 
     @samples_order.setter
