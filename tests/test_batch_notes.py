@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from _support import archive_root, cli_command, offline_run, run_cli
+from prime_runs._journal.archive import RunArchive
 from prime_runs.settings import INFLIGHT_WINDOW_ENV
 
 WAIT = 60.0  # the longest any step below may take on a loaded machine
@@ -277,3 +278,42 @@ def test_the_notes_of_a_finished_run_are_gone(prime_env, burst):
 
     assert not list((Path(run.archive_path) / "batches").glob("*.json"))
     assert archive_root() in Path(run.archive_path).parents
+
+
+def _note_traces_batch(run, until: float) -> None:
+    """A traces batch noted by a process now gone, whose bytes sync cannot make again
+    (here: a key no bytes hash to)."""
+    archive = RunArchive(Path(run.archive_path))
+    keys = [key for key, _kind, _data in archive.iter_records()]
+    segments = sorted({k.segment for k in keys})
+    entry = {
+        "n": 1,
+        "until": until,
+        "segs": segments,
+        "keys": [[segments.index(k.segment), k.offset] for k in keys],
+        "key": "sha256:" + "0" * 64,
+    }
+    notes = archive.path / "batches"
+    notes.mkdir(exist_ok=True)
+    doc = {"sink": "traces", "pid": 1, "batches": [entry]}
+    (notes / "traces-1-abcdef.json").write_text(json.dumps(doc))
+
+
+def test_a_noted_batch_that_cannot_be_made_again_waits_then_is_looked_up(prime_env, burst):
+    batch = burst(6)
+    run = offline_run(batch, model="m", framework="f")
+    _note_traces_batch(run, until=time.time() + 60)
+
+    waiting = run_cli("sync")
+
+    assert waiting.returncode == 1
+    assert "6 records were sent by a process now gone (pid 1)" in waiting.stdout
+    assert prime_env.episode_writes == {}  # not sent beside a request that may still land
+    _note_traces_batch(run, until=0.0)  # its window is over
+
+    later = run_cli("sync")
+
+    assert later.returncode == 0, later.stdout + later.stderr
+    assert len(prime_env.requests_for("episodes_get")) == 6  # its own records, looked up
+    _once(prime_env, batch)
+    assert not list((Path(run.archive_path) / "batches").glob("*.json"))
