@@ -128,7 +128,6 @@ class _Syncer:
         self.rejected: dict[str, list[str]] = {}
         self.notes: list[str] = []
         self.eval_id = ""
-        self._marked: set[str] = set()
         self.busy: dict[str, int] = {}  # segment -> pid of the live process delivering it
         self.left = 0  # pending records left to that process
         self.done: dict[str, set[RecordKey]] = {}  # per sink, records settled in the journal

@@ -153,21 +153,21 @@ class SamplesSink:
         whose rows may be sent now, and those that wait: a request of theirs may still be
         stored. Those the platform cannot tell us about are handed back at once."""
         doubts = {id(p.doubt): p.doubt for p in todo if p.doubt is not None}
-        unknown: list[_Rows] = []
+        unknown: set[int] = set()
         for sent in doubts.values():
             mine = [p for p in todo if p.doubt is sent]
             try:
                 found, free = self._writer.settle(sent, deadline)
             except APIError as exc:
                 self._hold(mine, outcome, exc)
-                unknown += mine
+                unknown.update(id(p) for p in mine)
                 continue
             for p in mine:
                 p.rows = [row for row in p.rows if row[0] not in found]
                 if free or not p.rows:
                     p.doubt = None
         ready = [p for p in todo if p.doubt is None]
-        waiting = [p for p in todo if p.doubt is not None and all(p is not u for u in unknown)]
+        waiting = [p for p in todo if p.doubt is not None and id(p) not in unknown]
         return ready, waiting
 
     def _wait(self, held: list[_Rows], outcome: Outcome) -> None:
