@@ -11,7 +11,6 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-import prime_runs._journal.lease as _lease
 from _support import load_jsonl
 from prime_runs.settings import ENV_VARIABLES
 
@@ -54,15 +53,6 @@ def isolated_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
     root = tmp_path / "archive"
     monkeypatch.setenv("PRIME_RUNS_DIR", str(root))
     return root
-
-
-@pytest.fixture(autouse=True)
-def _no_lingering_leases(monkeypatch: pytest.MonkeyPatch) -> None:
-    """A run whose last request went unanswered keeps its segments from sync for
-    ``_lease.GRACE`` (two minutes). On a loaded machine any short deadline can end that way,
-    and a test that syncs in the same process right after would wait for nothing; the
-    lingering itself is tested with producers in processes of their own, which keep it."""
-    monkeypatch.setattr(_lease, "GRACE", 0.0)
 
 
 @pytest.fixture

@@ -405,12 +405,13 @@ def test_finish_honours_its_deadline_and_late_answers_change_no_counter(
 def _fill_queues(
     p: StandInPlatform, run: pr.Run, records: list[dict[str, Any]], dropped: int
 ) -> None:
-    """Log ``records`` while both sinks hold the first one in a stalled request."""
+    """Log ``records`` while both sinks hold the first one in a stalled request (the
+    sample sink's first is the row count it reads before its append)."""
     p.stall(None, 60)
     try:
         run.log_episodes(records[0])
         _wait_for(
-            lambda: {r.route for r in p.requests} >= {"traces_upload", "samples_append"},
+            lambda: {r.route for r in p.requests} >= {"traces_upload", "samples_list"},
             "both stalled uploads",
         )
         run.log_episodes(records[1:])

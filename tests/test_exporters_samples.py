@@ -18,7 +18,7 @@ from prime_runs.exporters.samples import SamplesSink
 from prime_runs.platform import retry
 from prime_runs.platform._http import PlatformClient
 from prime_runs.projection import build_samples
-from prime_runs.settings import Settings
+from prime_runs.settings import INFLIGHT_WINDOW_ENV, Settings
 from prime_runs.testing import StandInPlatform
 
 RUN = "ev_standin_0001"
@@ -106,7 +106,8 @@ def test_a_row_too_large_alone_is_rejected_locally(platform: StandInPlatform) ->
 
 def test_an_unconfirmed_append_is_read_back_before_any_resend(platform: StandInPlatform) -> None:
     platform.fail("samples_append", 503, after_processing=True)
-    platform.fail("samples_list", 503, times=5, retry_after=0)
+    # The row count read before the append and the read-back after it both fail.
+    platform.fail("samples_list", 503, times=10, retry_after=0)
     sink = _sink(platform)
     items = _items(EPISODES[:5])
     out = sink.export(items, _soon())
@@ -116,6 +117,51 @@ def test_an_unconfirmed_append_is_read_back_before_any_resend(platform: StandInP
     assert len(platform.requests_for("samples_append")) == 1  # never appended twice
     assert Counter(r["sample_id"] for r in platform.samples(RUN)) == {
         r["id"]: 1 for r in EPISODES[:5]
+    }
+
+
+def test_an_append_cut_short_and_stored_later_is_never_sent_again(
+    platform: StandInPlatform,
+) -> None:
+    # The export's deadline cuts the request (1 s) while the platform holds it (3 s),
+    # then stores it: a resend after the timeout would be a second copy of every row.
+    platform.hold("samples_append", 3.0)
+    sink = _sink(platform)
+    items = _items(EPISODES[:5])
+    out = sink.export(items, time.monotonic() + 1.0)
+    assert out.retry == items and out.acked == []
+    assert out.held_until is None  # the timeout itself is a failure of the platform
+    again = sink.export(items, _soon())  # before the held request is stored: still waiting
+    assert again.retry == items and again.held_until is not None
+    deadline = time.monotonic() + 30
+    while len(platform.samples(RUN)) < 5:
+        assert time.monotonic() < deadline, "the held append never landed"
+        time.sleep(0.02)
+
+    last = sink.export(items, _soon())
+
+    assert last.acked == items
+    assert len(platform.requests_for("samples_append")) == 1
+    assert Counter(r["sample_id"] for r in platform.samples(RUN)) == {
+        r["id"]: 1 for r in EPISODES[:5]
+    }
+
+
+def test_an_append_in_doubt_is_sent_again_once_it_cannot_land(
+    platform: StandInPlatform, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(INFLIGHT_WINDOW_ENV, "0.5")
+    platform.fail("samples_append", 502)  # answered by a gateway; never stored
+    sink = _sink(platform)
+    items = _items(EPISODES[:3])
+    assert sink.export(items, _soon()).retry == items
+    time.sleep(0.6)  # the window is a time, not an event
+
+    out = sink.export(items, _soon())
+
+    assert out.acked == items
+    assert Counter(r["sample_id"] for r in platform.samples(RUN)) == {
+        r["id"]: 1 for r in EPISODES[:3]
     }
 
 

@@ -18,6 +18,7 @@ from _support import DATA, journal_lines, run_status
 from prime_runs._runs.finishing import CLOSE_MARGIN, DOWN_CLOSE_BUDGET, SILENT_GRACE
 from prime_runs.cli import main
 from prime_runs.metrics import from_encoded
+from prime_runs.settings import INFLIGHT_WINDOW_ENV
 
 
 def _huge(episodes: list[dict]) -> list[dict]:
@@ -199,8 +200,9 @@ def test_logging_after_finish_warns_once_with_a_count(episodes, caplog):
 
 
 def test_finish_against_a_platform_down_throughout_is_short_and_says_what_to_do(
-    prime_env, episodes, caplog
+    prime_env, episodes, caplog, monkeypatch
 ):
+    monkeypatch.setenv(INFLIGHT_WINDOW_ENV, "0")  # the outage's 503s store nothing
     run = pr.init(name="down", environments=[{"id": "env-1"}])
     prime_env.outage(503)
     run.log_episodes(episodes)

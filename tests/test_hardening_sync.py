@@ -308,7 +308,10 @@ def test_a_producer_killed_between_commit_and_ack_leaves_every_record_once(
     ((eval_id, evaluation),) = prime_env.evaluations.items()
     assert evaluation["finalize_count"] == 0 and evaluation["status"] == "FAILED"  # crashed
     _assert_once(prime_env, eval_id, batch)
-    assert len(prime_env.requests_for("episodes_get")) >= committed
+    # The producer's batch was noted before it was sent: sync sent the same bytes again
+    # (its receipt replayed) rather than read every record back.
+    assert any(r.replayed for r in prime_env.requests_for("traces_upload"))
+    assert prime_env.requests_for("episodes_get") == []
 
 
 @pytest.mark.parametrize("receipts", [1, 3, 6])
@@ -340,8 +343,9 @@ def test_a_sync_killed_at_any_point_against_a_slow_platform_then_rerun_stores_on
     _assert_once(prime_env, eval_id, batch)
 
 
-def test_a_key_that_cannot_read_traces_back_resends_and_says_so(prime_env, episodes):
-    # An online run whose traces uploads all failed; the key may upload but not read.
+def test_a_key_that_cannot_read_traces_back_needs_no_read(prime_env, episodes):
+    # An online run whose traces uploads all failed (503: they may have landed); the key
+    # may upload but not read. The batches were noted: sync sends the same bytes again.
     prime_env.outage(routes=["traces_upload"])
     run = pr.init(name="write-only", environments=["gsm8k"], model="m", framework="f")
     run.log_episodes(episodes[:2])
@@ -352,7 +356,8 @@ def test_a_key_that_cannot_read_traces_back_resends_and_says_so(prime_env, episo
     result = _cli("sync")
 
     assert result.returncode == 0, result.stdout + result.stderr
-    assert "could not check which traces already landed (HTTP 403 forbidden" in result.stdout
+    assert "could not check" not in result.stdout
+    assert prime_env.requests_for("episodes_get") == []
     assert prime_env.episode_writes == {e["id"]: 1 for e in episodes[:2]}
 
 

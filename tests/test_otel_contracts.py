@@ -26,7 +26,7 @@ def test_flush_is_false_while_a_stopped_sink_holds_records(
     prime_env: StandInPlatform, episodes: list[dict[str, Any]]
 ) -> None:
     run = pr.init(name="stopped-sink", environments=["gsm8k"], model="m", framework="f")
-    prime_env.outage(503, routes=["samples_append"])
+    prime_env.outage(500, routes=["samples_append"])  # sink-wide: the sink stops
 
     assert run.flush(timeout=60) is True  # nothing logged yet: nothing owed
     run.log_episodes(episodes)

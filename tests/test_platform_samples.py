@@ -4,6 +4,7 @@ against the stand-in, with stored rows counted server-side."""
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -11,8 +12,15 @@ import pytest
 
 from prime_runs.platform import evaluations
 from prime_runs.platform._http import PlatformClient
-from prime_runs.platform.samples import BODY_LIMIT, ENVELOPE_BYTES, SampleWriter, body_of, pack
-from prime_runs.settings import Settings
+from prime_runs.platform.samples import (
+    APPEND_TIMEOUT,
+    BODY_LIMIT,
+    ENVELOPE_BYTES,
+    SampleWriter,
+    body_of,
+    pack,
+)
+from prime_runs.settings import INFLIGHT_WINDOW_ENV, Settings
 from prime_runs.testing import StandInPlatform
 
 DATA = Path(__file__).parent / "data"
@@ -131,8 +139,33 @@ def test_ambiguous_failure_after_storing_is_not_resent(
     assert len(platform.requests_for("samples_list")) >= 1
 
 
-def test_ambiguous_failure_before_storing_resends_only_the_missing_rows(
+@pytest.fixture
+def no_window(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A request that failed can no longer be stored once its answer came: the writer may
+    resend what is missing at once (by default it waits out the request timeout)."""
+    monkeypatch.setenv(INFLIGHT_WINDOW_ENV, "0")
+
+
+def test_ambiguous_failure_not_found_is_not_resent_while_it_may_still_land(
     platform: StandInPlatform, client: PlatformClient, eval_id: str
+) -> None:
+    writer = SampleWriter(client, eval_id)
+    platform.fail("samples_append", 504)
+    result = writer.append(rows(2))
+    assert result.transient and set(result.failed) == {"s0", "s1"}
+    assert "may still be stored" in result.failed["s0"]
+    (sent,) = result.doubt
+    assert sent.ids == ("s0", "s1") and sent.since == 0
+    assert sent.until >= time.time() + APPEND_TIMEOUT - 5
+    assert len(platform.requests_for("samples_append")) == 1
+    assert writer.settle(sent, None) == (set(), False)
+    # The held request lands later (here: the same rows appended by another writer).
+    assert SampleWriter(client, eval_id).append(rows(2)).ok
+    assert writer.settle(sent, None) == ({"s0", "s1"}, False)
+
+
+def test_ambiguous_failure_before_storing_resends_only_the_missing_rows(
+    platform: StandInPlatform, client: PlatformClient, eval_id: str, no_window: None
 ) -> None:
     writer = SampleWriter(client, eval_id)
     assert writer.append(rows(3, "a")).ok
@@ -145,36 +178,39 @@ def test_ambiguous_failure_before_storing_resends_only_the_missing_rows(
     assert [r.status for r in platform.requests_for("samples_append")] == [200, 503, 200]
 
 
-def test_partly_stored_batch_resends_the_rest(
-    platform: StandInPlatform, client: PlatformClient, eval_id: str
-) -> None:
-    # Rows the platform already holds (e.g. from an earlier lost response) are not resent.
-    writer = SampleWriter(client, eval_id)
-    assert writer.append([row("s0"), row("s1")]).ok
-    platform.fail("samples_append", 504)
-    result = writer.append([row("s1"), row("s2")])
-    assert result.ok
-    assert stored_ids(platform, eval_id) == ["s0", "s1", "s2"]
-    assert platform.requests_for("samples_append")[-1].json == {
-        "samples": [{"sample_id": "s2", "pad": ""}]
-    }
-
-
-def test_reading_back_pages_through_the_listing(
+def test_reading_back_reads_only_the_rows_appended_since(
     platform: StandInPlatform, client: PlatformClient, eval_id: str
 ) -> None:
     writer = SampleWriter(client, eval_id)
     assert writer.append(rows(250, "old")).ok
-    fresh = SampleWriter(client, eval_id)  # knows nothing yet
+    fresh = SampleWriter(client, eval_id)  # knows nothing yet: a worker joining late
     platform.fail("samples_append", 502, after_processing=True)
+    before = len(platform.requests_for("samples_list"))
     assert fresh.append(rows(2, "new")).ok
-    pages = [r.query.get("page") for r in platform.requests_for("samples_list")]
-    assert pages == ["1", "2", "3"]
+    reads = platform.requests_for("samples_list")[before:]
+    offsets = [(int(r.query["page"]) - 1) * int(r.query["limit"]) for r in reads]
+    sizes = [int(r.query["limit"]) for r in reads]
+    # The row count before the append (one row at most), then the two rows from 250 on.
+    assert offsets == [0, 250] and sizes == [1, 2]
     assert len(platform.samples(eval_id)) == 252
 
 
-def test_twice_ambiguous_rows_that_never_land_fail_as_transient(
+def test_a_listing_not_in_append_order_is_read_whole(
     platform: StandInPlatform, client: PlatformClient, eval_id: str
+) -> None:
+    writer = SampleWriter(client, eval_id)
+    assert writer.append(rows(120, "old")).ok
+    # Newest first: the rows from position 120 on would be old ones, this writer's own.
+    platform.fail("samples_append", 502, after_processing=True)
+    platform.samples_order = "newest"
+    result = writer.append(rows(2, "new"))
+    assert result.ok and sorted(result.acked) == ["new0", "new1"]
+    assert len(platform.samples(eval_id)) == 122  # found, not sent twice
+    assert len(platform.requests_for("samples_append")) == 2
+
+
+def test_twice_ambiguous_rows_that_never_land_fail_as_transient(
+    platform: StandInPlatform, client: PlatformClient, eval_id: str, no_window: None
 ) -> None:
     platform.fail("samples_append", 502, times=2)
     result = SampleWriter(client, eval_id).append(rows(2))
@@ -188,7 +224,7 @@ def test_unconfirmable_ambiguous_failure_is_not_resent(
     platform: StandInPlatform, client: PlatformClient, eval_id: str
 ) -> None:
     platform.fail("samples_append", 502, after_processing=True)
-    platform.fail("samples_list", 500)
+    platform.fail("samples_list", 500, times=2)  # the row count before, the read-back after
     result = SampleWriter(client, eval_id).append(rows(2))
     assert result.transient and set(result.failed) == {"s0", "s1"}
     assert "not resent" in result.failed["s0"]
@@ -200,7 +236,8 @@ def test_429_is_replayed(platform: StandInPlatform, client: PlatformClient, eval
     platform.fail("samples_append", 429, retry_after=2)
     assert SampleWriter(client, eval_id).append(rows(2)).ok
     assert stored_ids(platform, eval_id) == ["s0", "s1"]
-    assert platform.requests_for("samples_list") == []
+    # Only the row count read before the append: nothing is read back.
+    assert [r.query["limit"] for r in platform.requests_for("samples_list")] == ["1"]
 
 
 def test_exhausted_429_is_transient(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 
 import httpx
@@ -351,6 +352,38 @@ def test_samples_list_paginates(client: httpx.Client) -> None:
     last = client.get(url, params={"page": 3, "limit": 2}).json()
     assert (last["samples"], last["hasMore"]) == ([{"n": 4}], False)
     assert client.get(url, params={"page": 0}).status_code == 422
+
+
+def test_samples_list_newest_first_when_asked(
+    prime_platform: StandInPlatform, client: httpx.Client
+) -> None:
+    eval_id = _create(client)
+    url = f"/api/v1/evaluations/{eval_id}/samples"
+    client.post(url, json={"samples": [{"n": n} for n in range(3)]})
+    prime_platform.samples_order = "newest"
+    assert client.get(url, params={"page": 1, "limit": 2}).json()["samples"] == [
+        {"n": 2},
+        {"n": 1},
+    ]
+    with pytest.raises(ValueError, match="samples_order"):
+        prime_platform.samples_order = "random"
+
+
+def test_a_held_request_is_stored_after_its_client_gave_up(
+    prime_platform: StandInPlatform, client: httpx.Client
+) -> None:
+    eval_id = _create(client)
+    url = f"/api/v1/evaluations/{eval_id}/samples"
+    prime_platform.hold("samples_append", 1.0)
+    with pytest.raises(httpx.ReadTimeout):
+        client.post(url, json={"samples": [{"sample_id": "a"}]}, timeout=0.2)
+    assert prime_platform.samples(eval_id) == []
+    assert client.post(url, json={"samples": [{"sample_id": "b"}]}).status_code == 200  # not held
+    deadline = time.monotonic() + 30
+    while len(prime_platform.samples(eval_id)) < 2:  # the held one lands later
+        assert time.monotonic() < deadline
+        time.sleep(0.02)
+    assert [r["sample_id"] for r in prime_platform.samples(eval_id)] == ["b", "a"]
 
 
 def test_samples_over_25_mib_are_refused_with_413(

@@ -21,6 +21,7 @@ from _support import cli_command, run_cli
 from prime_runs._journal.archive import RunArchive
 from prime_runs.cli import main
 from prime_runs.platform import evaluations
+from prime_runs.settings import INFLIGHT_WINDOW_ENV
 
 UPLOAD_ROUTES = ("eval_create", "traces_upload", "samples_append", "eval_finalize", "eval_update")
 
@@ -158,8 +159,9 @@ def test_sync_killed_midway_then_rerun_lands_everything_once(prime_env, episodes
     assert evaluation["finalize_count"] == 1
     _assert_uploaded_once(prime_env, eval_id, episodes)
     if route == "traces_upload":
-        # The committed chunk was found by reading it back, and acknowledged, not resent.
-        assert prime_env.requests_for("episodes_get")
+        # The committed chunk was noted: sent again as the same bytes, its receipt replayed.
+        assert any(r.replayed for r in prime_env.requests_for("traces_upload"))
+        assert prime_env.requests_for("episodes_get") == []
 
 
 def _wait_for(condition, proc: subprocess.Popen, timeout: float = 30) -> None:
@@ -186,7 +188,12 @@ def test_failed_offline_run_is_closed_as_failed(prime_env, episodes):
     _assert_uploaded_once(prime_env, eval_id, episodes[:4])
 
 
-def test_online_run_left_incomplete_by_an_outage_is_completed_by_sync(prime_env, episodes):
+def test_online_run_left_incomplete_by_an_outage_is_completed_by_sync(
+    prime_env, episodes, monkeypatch
+):
+    # The outage's 503s store nothing: none of its requests can land later (by default
+    # sync would leave their records pending for a request timeout first).
+    monkeypatch.setenv(INFLIGHT_WINDOW_ENV, "0")
     run = pr.init(name="online", environments=["gsm8k"], model="m", framework="verifiers")
     run.log_episodes(episodes[:8])
     assert run.flush(timeout=30)
@@ -261,7 +268,10 @@ def test_sync_needs_an_api_key(prime_env, episodes, monkeypatch, capsys):
     assert prime_env.requests == []
 
 
-def test_an_upload_failure_leaves_the_run_open_and_exits_nonzero(prime_env, episodes, capsys):
+def test_an_upload_failure_leaves_the_run_open_and_exits_nonzero(
+    prime_env, episodes, capsys, monkeypatch
+):
+    monkeypatch.setenv(INFLIGHT_WINDOW_ENV, "0")  # the outage's 503s store nothing
     run = _offline_run(episodes[:4])
     prime_env.outage(routes=["samples_append"])
 

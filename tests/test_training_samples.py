@@ -5,13 +5,17 @@ from __future__ import annotations
 
 import copy
 import io
+import time
 
 import pyarrow.parquet as pq
 import pytest
 
 import prime_runs as pr
+from _support import items
 from prime_runs.exporters import train_samples
 from prime_runs.platform import retry
+from prime_runs.platform.training import TrainingClient, TrainingPlatform
+from prime_runs.settings import Settings
 
 
 def at_step(episode: dict, step: int, n: int) -> dict:
@@ -105,3 +109,31 @@ def test_dispatch_step_reads_train_work_only(step):
     assert train_samples.dispatch_step({"run": {"work": {"type": "train", "step": step}}}) == step
     assert train_samples.dispatch_step({"run": {"work": {"type": "eval", "step": step}}}) is None
     assert train_samples.dispatch_step({"run": {"work": {"type": "train", "step": "1"}}}) is None
+
+
+def test_a_confirm_in_doubt_is_settled_alone_before_later_episodes_of_its_step(
+    prime_platform, episodes
+):
+    # The confirm is stored, but no attempt of its request is answered: the channel hands
+    # the object's episodes back with the next ones of the same step (``Channel.deliver``
+    # sends what it kept first, then the new). Those must become an object of their own,
+    # not one that holds the first episodes' rows again.
+    settings = Settings.resolve(api_key=prime_platform.api_key, base_url=prime_platform.base_url)
+    platform = TrainingPlatform(settings, TrainingClient(settings, max_attempts=1))
+    run_id = prime_platform.add_training_run("rft-doubt")
+    sink = train_samples.TrainSamplesSink(platform, run_id)
+    first = items([at_step(episodes[0], 10, 0)], run_id)
+    later = items([at_step(episodes[1], 10, 1)], run_id)
+    prime_platform.fail("rft_confirm", 503, after_processing=True)
+    assert sink.export(first, time.monotonic() + 30).retry == first
+
+    out = sink.export(first + later, time.monotonic() + 30)
+
+    assert out.acked == first + later
+    rows = [
+        r
+        for c in prime_platform.training_samples(run_id)
+        for r in read(prime_platform, c["s3_key"])
+    ]
+    assert len(rows) == 2  # each episode's row once
+    assert len(prime_platform.requests_for("object_put")) == 2  # its object, then the later's

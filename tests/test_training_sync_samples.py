@@ -317,16 +317,20 @@ def test_an_object_recorded_in_flight_that_never_landed_is_sent_anew(
     prime_env.recover()
     ((run_id, _),) = prime_env.training_runs.items()
     state = archive.sync_state()  # as if an earlier sync had uploaded an object for it
-    state["train_samples"] = {
-        "run_id": run_id,
-        "ranges": {"0": 1},
-        "inflight": {"step": 0, "s3_key": "rft/x.parquet", "keys": [list(first)]},
-    }
+    state["train_samples"] = {"run_id": run_id, "ranges": {"0": 1}}
     archive.write_sync_state(state)
+    note = {"n": 1, "until": 0, "segs": [first.segment], "keys": [[0, first.offset]]}
+    notes = archive.path / "batches"
+    notes.mkdir(exist_ok=True)
+    (notes / "train_samples-1-abcdef.json").write_text(
+        json.dumps(
+            {"sink": "train_samples", "pid": 1, "batches": [dict(note, step=0, s3_key="rft/x")]}
+        )
+    )
 
     assert main(["sync"]) == 0  # its confirm is refused (no such object): sent anew
 
-    assert archive.sync_state()["train_samples"]["inflight"] is None
+    assert not list(notes.iterdir())  # settled: nothing of it to confirm again
     assert Counter(c["step"] for c in prime_env.training_samples(run_id)) == {0: 1, 10: 1, 20: 1}
     step0 = tables(prime_env, run_id)[0][0]  # numbered after the range recorded as used
     assert min(r["sample_id"] for r in step0) == SAMPLE_ID_STRIDE
@@ -364,7 +368,7 @@ def test_a_sync_killed_before_its_confirm_answered_confirms_that_object_next_tim
     )
     try:
         deadline = time.monotonic() + 60
-        while not (archive.sync_state().get("train_samples") or {}).get("inflight"):
+        while not list(archive.path.glob("batches/train_samples-*.json")):
             assert child.poll() is None and time.monotonic() < deadline
             time.sleep(0.05)
         time.sleep(0.2)  # the confirm is on its way, held by the stand-in
@@ -425,3 +429,35 @@ def test_a_live_run_killed_before_its_confirm_answered_is_not_sent_twice_by_sync
     before = table_requests(prime_env)
     assert main(["sync"]) == 0
     assert table_requests(prime_env) == before
+
+
+def test_a_live_run_killed_with_its_object_upload_held_is_not_sent_twice_by_sync(
+    prime_env: StandInPlatform, episodes: list[dict], tmp_path: Path
+) -> None:
+    # The PUT is held (then stored) while the producer is killed and sync runs: sync sends
+    # an object of its own; the held one lands unconfirmed, so it holds no row of the table.
+    step0 = tmp_path / "step0.json"
+    step0.write_text(json.dumps([at_step(episodes[i], 0, f"put{i}") for i in range(2)]))
+    prime_env.hold("object_put", 4.0)
+    child = subprocess.Popen(
+        [sys.executable, "-c", LIVE_CRASH, str(step0)], stdout=subprocess.PIPE, text=True
+    )
+    assert child.stdout is not None
+    try:
+        run_id = child.stdout.readline().strip()
+        deadline = time.monotonic() + 60
+        while not prime_env.requests_for("object_put"):  # on its way, held
+            assert child.poll() is None and time.monotonic() < deadline
+            time.sleep(0.02)
+    finally:
+        child.kill()
+        child.wait(30)
+
+    assert main(["sync"]) == 0
+    deadline = time.monotonic() + 60
+    while prime_env.requests_for("object_put")[0].status is None:  # the held PUT lands
+        assert time.monotonic() < deadline
+        time.sleep(0.02)
+
+    assert row_counts(prime_env, run_id) == {0: 2}  # each row once
+    assert len(prime_env.training_samples(run_id)) == 1

@@ -26,6 +26,10 @@ Environment variables:
     not opted out. Also read as ``traces_opt_out`` from the config file.
 ``TRACEPARENT``, ``BAGGAGE``
     A run to join from another process (W3C carrier; see ``docs/distributed.md``).
+``PRIME_RUNS_INFLIGHT_WINDOW``
+    Seconds a request of ours may still be stored by the platform after it was sent
+    (default: the request's own timeout). `prime-runs sync` leaves the records of a request
+    sent less than this ago pending; tests shorten it.
 """
 
 from __future__ import annotations
@@ -54,6 +58,7 @@ DIR_ENV = "PRIME_RUNS_DIR"
 TRACES_OPT_OUT_ENV = "PRIME_TRACES_OPT_OUT"
 TRACEPARENT_ENV = "TRACEPARENT"  # W3C carrier of a run to join (see _join.py)
 BAGGAGE_ENV = "BAGGAGE"
+INFLIGHT_WINDOW_ENV = "PRIME_RUNS_INFLIGHT_WINDOW"
 
 #: Every variable the SDK reads: a hermetic test clears all of them.
 ENV_VARIABLES = (
@@ -68,6 +73,7 @@ ENV_VARIABLES = (
     TRACES_OPT_OUT_ENV,
     TRACEPARENT_ENV,
     BAGGAGE_ENV,
+    INFLIGHT_WINDOW_ENV,
 )
 
 DEFAULT_BASE_URL = "https://api.primeintellect.ai"
@@ -96,6 +102,31 @@ def positive_env_int(name: str, default: int) -> int:
         return value
     logger.warning("prime-runs: %s=%r is not a positive integer; using %d", name, raw, default)
     return default
+
+
+_WARNED: set[str] = set()
+
+
+def inflight_window(timeout: float) -> float:
+    """Seconds after a request is sent during which the platform may still store it: the
+    request's ``timeout``, unless ``PRIME_RUNS_INFLIGHT_WINDOW`` says otherwise (a
+    non-negative number; anything else is ignored with a warning)."""
+    raw = os.environ.get(INFLIGHT_WINDOW_ENV, "").strip()
+    if not raw:
+        return timeout
+    try:
+        value = float(raw)
+    except ValueError:
+        value = -1.0
+    if value >= 0 and value == value and value != float("inf"):
+        return value
+    if raw in _WARNED:
+        return timeout
+    _WARNED.add(raw)  # read for every request: said once
+    logger.warning(
+        "prime-runs: %s=%r is not a number of seconds; using %g", INFLIGHT_WINDOW_ENV, raw, timeout
+    )
+    return timeout
 
 
 def default_config_path() -> Path:

@@ -26,6 +26,7 @@ from opentelemetry.trace import SpanContext, TraceFlags
 
 import prime_runs._delivery.pipeline as _pipeline
 import prime_runs._delivery.registry as _registry
+import prime_runs._journal.batches as _batches
 import prime_runs.platform.retry as retry
 from prime_runs import semconv
 from prime_runs._journal.archive import RunArchive
@@ -109,6 +110,10 @@ class Delivery:
             self.channels[sink.name] = self._channel_type(
                 sink, on_outcome=self._settled, on_late=self._late
             )
+            keep_notes = getattr(sink, "keep_notes", None)
+            if keep_notes is not None and self._archive is not None:
+                # Each batch noted before it is sent: see ``_journal/batches``.
+                keep_notes(_batches.notebook(self._archive.path, sink.name))
         if restamp is not None:
             self._restamp = Restamp.between(*restamp)
         expected = self._expected

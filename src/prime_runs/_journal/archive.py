@@ -13,8 +13,9 @@ Layout of one run (one folder per run, named by its id)::
       stamps/<pid>-<nonce>.jsonl        where a record's run stamps lie, for the few records
                                         whose content names the run id too (``_stampnotes``)
       sync.json                         `prime-runs sync` progress for runs created offline
-      inflight.json                     the live training run's sample-table object
-                                        uploaded and not yet confirmed (for sync)
+      batches/<sink>-<pid>-<nonce>.json  the batches a deliverer is sending, noted before
+                                        each request until their records are settled
+                                        (see ``batches``)
 
 Why this shape: every process (a forked child, a joined worker) appends to
 segments of its own, so no two writers share a file offset and a record's key
@@ -47,7 +48,6 @@ from prime_runs._runid import check_run_id
 RUN_FILE = "run.json"
 STATUS_FILE = "status.json"
 SYNC_FILE = "sync.json"
-INFLIGHT_FILE = "inflight.json"
 RECORDS_DIR = "records"
 ACKS_DIR = "acks"
 
@@ -208,13 +208,6 @@ class RunArchive:
     def write_sync_state(self, state: dict[str, Any]) -> None:
         write_json_atomic(self.path / SYNC_FILE, state)
 
-    def inflight(self) -> dict[str, Any]:
-        """The live process's sample-table object uploaded and not yet confirmed, if any."""
-        return read_json(self.path / INFLIGHT_FILE)
-
-    def write_inflight(self, entry: dict[str, Any]) -> None:
-        write_json_atomic(self.path / INFLIGHT_FILE, entry)
-
     # -- appends -----------------------------------------------------------------
 
     def _check_process(self) -> None:
@@ -290,20 +283,16 @@ class RunArchive:
                     del self._side[directory]
                 raise
 
-    def close(self, *, linger: bool = False) -> None:
+    def close(self) -> None:
         """Close this process's files and give up its segments' leases (nothing of theirs
-        is in flight any more), or with ``linger`` keep them a while (a request of theirs
-        may still land: see ``_lease``); a later append or ack opens fresh files."""
+        is in flight any more); a later append or ack opens fresh files."""
         with self._lock:
             for appender in (*self._segments.values(), *self._side.values()):
                 appender.close()
             self._segments = {}
             self._side = {}
             leased, self._leased = self._leased, []
-        if linger:
-            _lease.linger(self.path, leased)
-        else:
-            _lease.release(self.path, leased)
+        _lease.release(self.path, leased)
 
     # -- reading -----------------------------------------------------------------
 

@@ -13,6 +13,7 @@ import threading
 from collections.abc import Callable, Container
 from typing import Any, Protocol
 
+import prime_runs._journal.batches as _batches
 from prime_runs._journal.archive import REJECTED, SKIPPED, RecordKey, RunArchive, settled_name
 from prime_runs._plural import quantity
 from prime_runs._records.encode import EPISODE, Encoded, record_id
@@ -104,23 +105,30 @@ class Journal:
 
     def settle(self, sink: str, outcome: Outcome) -> None:
         """Journal what ``sink`` settled: stored, rejected for its content, or not for it.
-        Settled records are not pending: `prime-runs sync` never resends them."""
+        Settled records are not pending: `prime-runs sync` never resends them, and the
+        batch notes that named them close (``_journal/batches``)."""
+        written: list[RecordKey] = []
         for name, items in (
             (sink, outcome.acked),
             (settled_name(sink, REJECTED), [i for i, _ in outcome.rejected]),
             (settled_name(sink, SKIPPED), outcome.skipped if not outcome.quiet else []),
         ):
-            self._ack(name, sink, [i.key for i in items if i.key is not None])
+            keys = [i.key for i in items if i.key is not None]
+            if self._ack(name, sink, keys):
+                written += keys
+        # Only what the acks hold: a batch whose ack was lost stays noted, for sync.
+        _batches.settled(self.archive.path, sink, written)
 
-    def _ack(self, name: str, sink: str, keys: list[RecordKey]) -> None:
+    def _ack(self, name: str, sink: str, keys: list[RecordKey]) -> bool:
         if not keys:
-            return
+            return False
         try:
             self.archive.ack(name, keys)
         except OSError as exc:
             self._ack_failed(sink, exc)
-        else:
-            self._ack_failing = False
+            return False
+        self._ack_failing = False
+        return True
 
     def settle_late(self, sink: str, outcome: Outcome) -> None:
         """What landed after ``finish()`` gave up on it: only the archive learns of it."""
@@ -131,6 +139,8 @@ class Journal:
             self.archive.ack(sink, keys)
         except OSError:
             logger.debug("prime-runs: could not journal a late acknowledgement", exc_info=True)
+            return
+        _batches.settled(self.archive.path, sink, keys)
 
     def _ack_failed(self, sink: str, exc: OSError) -> None:
         if self._ack_failing:

@@ -15,10 +15,9 @@ the process's lock, so within the holding process the file is never opened a sec
 :func:`holder` answers from the process's own table first.
 
 A request that timed out or lost its connection may still be stored by the platform some
-time later. A run that finishes after a request of its went unanswered therefore does not
-give its leases up at once: it :func:`linger`s, writing into each lease file the time after
-which sync may take the segment over (``GRACE`` seconds, the longest a request of ours
-is given), and sync's read-back then sees whatever landed.
+time later, after its process gave the lease up or died. That is not the lease's concern:
+each request's batch is noted in the run folder before it is sent (``_journal/batches``),
+and sync settles those batches first, whoever sent them and whenever they land.
 """
 
 from __future__ import annotations
@@ -44,12 +43,10 @@ LEASES_DIR = "leases"
 SYNC_LOCK_FILE = ".sync.lock"
 
 SYNC_WAIT = 5.0  # how long a sync waits for a live process to finish delivering a segment
-GRACE = 120.0  # seconds a lingering lease is held past the finish (traces REQUEST_TIMEOUT)
 _POLL = 0.1  # how often a waiting sync looks at a lease again
 
 _lock = threading.Lock()
-# lease path -> (descriptor holding its lock, free after this time.time() or None)
-_held: dict[str, tuple[int, float | None]] = {}
+_held: dict[str, int] = {}  # lease path -> the descriptor holding its lock
 
 
 def _path(run_dir: Path, segment: str) -> Path:
@@ -75,73 +72,39 @@ def hold(run_dir: Path, segment: str) -> None:
         return
     try:
         fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        _write(fd, None)
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, json.dumps({"pid": os.getpid()}).encode(), 0)
     except OSError:
         os.close(fd)
         return
     with _lock:
-        _held[str(path)] = (fd, None)
-    _sweep()
-
-
-def _write(fd: int, free_after: float | None) -> None:
-    os.ftruncate(fd, 0)
-    os.pwrite(fd, json.dumps({"pid": os.getpid(), "free_after": free_after}).encode(), 0)
-
-
-def linger(run_dir: Path, segments: list[str], seconds: float | None = None) -> None:
-    """Keep the leases of ``segments`` for ``seconds`` (default ``GRACE``) more, then let
-    sync take them over (or at once if this process exits): a request of theirs may still
-    land."""
-    free_after = time.time() + (GRACE if seconds is None else seconds)
-    for segment in segments:
-        key = str(_path(run_dir, segment))
-        with _lock:
-            entry = _held.get(key)
-            if entry is None:
-                continue
-            _held[key] = (entry[0], free_after)
-        try:
-            _write(entry[0], free_after)
-        except OSError:
-            pass
-
-
-def _sweep() -> None:
-    """Give up the lingering leases whose time has passed (their descriptors too)."""
-    now = time.time()
-    with _lock:
-        done = [k for k, (_, after) in _held.items() if after is not None and after <= now]
-    for key in done:
-        _drop(Path(key))
+        _held[str(path)] = fd
 
 
 def release(run_dir: Path, segments: list[str]) -> None:
     """Give up the leases of ``segments``: nothing of theirs is in flight any more."""
     for segment in segments:
         _drop(_path(run_dir, segment))
-    _sweep()
 
 
 def _drop(path: Path) -> None:
     with _lock:
-        entry = _held.pop(str(path), None)
-    if entry is None:
+        fd = _held.pop(str(path), None)
+    if fd is None:
         return
     try:
         os.unlink(path)  # before the close: a reader that opened it meets a free lock
     except OSError:
         pass
-    os.close(entry[0])
+    os.close(fd)
 
 
 def holder(run_dir: Path, segment: str) -> int | None:
     """The pid of the live process that holds ``segment``'s lease, else None."""
     path = _path(run_dir, segment)
     with _lock:
-        entry = _held.get(str(path))
-    if entry is not None:
-        return os.getpid() if entry[1] is None or entry[1] > time.time() else None
+        if str(path) in _held:
+            return os.getpid()
     if fcntl is None:
         return None
     try:
@@ -159,13 +122,10 @@ def holder(run_dir: Path, segment: str) -> int | None:
     return None
 
 
-def _busy_pid(fd: int) -> int | None:
-    """The holder's pid from its lease file, None when its lingering time has passed."""
+def _busy_pid(fd: int) -> int:
+    """The holder's pid from its lease file (-1 when it cannot be read)."""
     try:
         doc = json.loads(os.pread(fd, 256, 0) or b"{}")
-        free_after = doc.get("free_after")
-        if isinstance(free_after, (int, float)) and free_after <= time.time():
-            return None
         pid = doc.get("pid")
         return pid if isinstance(pid, int) else -1
     except (OSError, ValueError, AttributeError):
@@ -195,7 +155,7 @@ def _after_fork() -> None:
     # The child holds none of its parent's locks; its copies of their descriptors go.
     global _lock
     _lock = threading.Lock()
-    for fd, _ in _held.values():
+    for fd in _held.values():
         try:
             os.close(fd)
         except OSError:

@@ -75,13 +75,14 @@ class Outcome:
     # Settled after the channel was closed: the counters already hold these items as
     # unsent, so only the archive may learn about what landed.
     late: bool = False
-    # A request got no answer (a timeout, a dropped connection): the platform may still
-    # store what it carried, some time later.
-    in_doubt: bool = False
     # Rows the sink holds now for this batch's records, where one record can be several
     # (the sample table's over-size episodes): the owner's finish compares them with the
     # evaluation's row count to tell that no other process stored any (``_runs/coverage``).
     rows: int = 0
+    # Set when every item in ``retry`` waits on a request of its own that the platform may
+    # still store until this time (``time.time()``), and nothing failed: the sink settles
+    # them later, and the wait is not a failure of the platform.
+    held_until: float | None = None
 
 
 class Deadline:

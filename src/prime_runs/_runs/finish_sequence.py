@@ -153,10 +153,9 @@ class FinishSequence:
             return
         if any(c.delivering() for c in self.delivery.channels.values()):
             return
-        # A request that went unanswered may still land: sync waits a while before it
-        # takes those segments over.
-        channels = self.delivery.channels.values()
-        self.archive.close(linger=any(c.in_doubt for c in channels))
+        # A request that went unanswered may still land: its batch is noted in the archive
+        # (``_journal/batches``), and sync settles it before sending anything else.
+        self.archive.close()
 
     def _stored_any(self) -> bool:
         return self.counters.stored_any()

@@ -32,12 +32,7 @@ from prime_runs.errors import ConfigurationError
 from prime_runs.exporters._sinks import build_sinks
 from prime_runs.exporters.metrics import SINK_NAME
 from prime_runs.exporters.train_samples import SINK_NAME as SAMPLES_SINK
-from prime_runs.exporters.train_samples import (
-    TrainSamplesSink,
-    Uploaded,
-    UploadedHook,
-    parquet_available,
-)
+from prime_runs.exporters.train_samples import TrainSamplesSink, parquet_available
 from prime_runs.platform.training import (
     NEEDS_MODEL,
     TRAIN,
@@ -91,21 +86,8 @@ def open_training(opts: RunOptions) -> RunState | None:
         closer=_closer(platform, registration),
     )
     state.training = TrainingSide(state, platform, archive)  # type: ignore[attr-defined]
-    state.delivery.attach(_sinks(settings, opts, platform, registration.id, archive))
+    state.delivery.attach(_sinks(settings, opts, platform, registration.id))
     return state
-
-
-def _noting(archive: RunArchive | None) -> UploadedHook | None:
-    """Notes each object between its upload and its confirm in the archive, so a sync after
-    a crash in between confirms that object again rather than send its rows twice."""
-    if archive is None:
-        return None
-
-    def note(obj: Uploaded) -> None:
-        keys = [[i.key.segment, i.key.offset] for i in obj.items if i.key is not None]
-        archive.write_inflight({"step": obj.step, "s3_key": obj.s3_key, "keys": keys})
-
-    return note
 
 
 def _sinks(
@@ -113,15 +95,15 @@ def _sinks(
     opts: RunOptions,
     platform: TrainingPlatform,
     run_id: str,
-    archive: RunArchive | None,
 ) -> list[Any]:
-    """The run's record sinks: Prime Traces, and the per-step sample table."""
+    """The run's record sinks: Prime Traces, and the per-step sample table (each noting
+    its batches in the run's archive, ``Delivery.attach``)."""
     context = upload_context(
         run_type=TRAIN, framework=opts.framework, model=opts.model, resource=opts.resource
     )
     sinks = build_sinks(settings, run_id, context, traces=opts.traces, samples=False)
     if opts.samples and parquet_available():
-        sinks.append(TrainSamplesSink(platform, run_id, on_uploaded=_noting(archive)))
+        sinks.append(TrainSamplesSink(platform, run_id))
     elif opts.samples:
         logger.info(
             "prime-runs: the training sample table is off: pyarrow is not installed "
@@ -195,8 +177,7 @@ class _RawTraining:
         platform = TrainingPlatform(self._settings)
         try:
             registration = self._create(platform)
-            archive = self._state.archive
-            sinks = _sinks(self._settings, self._opts, platform, registration.id, archive)
+            sinks = _sinks(self._settings, self._opts, platform, registration.id)
         except BaseException:
             platform.shutdown()
             raise

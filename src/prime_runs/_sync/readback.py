@@ -1,14 +1,11 @@
-"""Which of a run's unacknowledged records the platform already holds: Prime Traces
-documents by id, and the sample table's ids.
+"""Which records of one noted Prime Traces batch the service already holds, by id; and
+the rollout numbering a sync continues.
 
-A record can be stored without its acknowledgement reaching the archive: the producer (or an
-earlier sync) was killed between the service's commit and the ack, or an ambiguous failure
-(a 503 or a broken connection after the request went out) was counted as a loss. Uploads
-are idempotent only per request (the key is the digest of the request's bytes), and sync
-batches differently from the producer, so resending such a record would store it twice.
-Before resending, sync therefore asks the service for each candidate by id
-(``GET /episodes/{id}`` or ``GET /traces/{id}``) and acknowledges the ones it holds under
-this run instead of uploading them.
+A noted batch (``_journal/batches``) is normally sent again as the same bytes under the
+same key. When its bytes cannot be made again (a record of it unreadable now), sync asks
+the service for each of its records by id (``GET /episodes/{id}`` or ``GET /traces/{id}``)
+once no request of the batch can still land, and acknowledges the ones it holds under
+this run instead of uploading them: a lookup bounded by the batch's own records.
 """
 
 from __future__ import annotations
@@ -23,14 +20,13 @@ from prime_runs._journal.archive import RecordKey, RunArchive
 from prime_runs._journal.runinfo import EPISODE_KIND
 from prime_runs._records.access import example_idx, summary_trace_index
 from prime_runs._records.lines import parse_head
-from prime_runs.errors import PrimeRunsError, SyncError, describe
+from prime_runs.errors import SyncError
 from prime_runs.platform._http import user_agent
 from prime_runs.settings import Settings
 
 logger = logging.getLogger("prime_runs")
 
 READ_WORKERS = 4  # lookups in flight at once: latency-bound, not CPU-bound
-SAMPLES_PAGE = 100
 
 
 class Candidate(NamedTuple):
@@ -100,34 +96,6 @@ def _run_id(doc: Any) -> str | None:
     if isinstance(run, dict) and isinstance(run.get("id"), str):
         return str(run["id"])
     return None
-
-
-def sample_ids(client: Any, eval_id: str) -> set[str]:
-    """The sample ids the evaluation's sample table holds (read page by page).
-    Raises ``SyncError`` when they cannot be read: appending again could store copies."""
-    ids: set[str] = set()
-    page = 1
-    try:
-        while True:
-            listing = client.request(
-                "GET",
-                f"/evaluations/{eval_id}/samples",
-                params={"page": page, "limit": SAMPLES_PAGE},
-                idempotent=True,
-            )
-            rows = listing.get("samples") or []
-            for row in rows:  # the same field names the live sink reads back
-                if isinstance(row, dict):
-                    value = row.get("sample_id", row.get("sampleId"))
-                    if value is not None:
-                        ids.add(str(value))
-            if not rows or not listing.get("hasMore", len(rows) >= SAMPLES_PAGE):
-                return ids
-            page += 1
-    except PrimeRunsError as exc:
-        raise SyncError(
-            f"samples: could not read back which rows already landed: {describe(exc)}"
-        ) from exc
 
 
 def rollout_counters(

@@ -6,14 +6,15 @@ Per run, under an exclusive lock on the run folder:
    the create; a rerun that finds an intent but no id first looks for an evaluation created
    since then with the same name, model, framework and config, and adopts it. The id is
    stored in sync.json and run.json.
-2. Every record a sink has not acknowledged is uploaded, re-stamped with the platform id
-   (offline runs), in fixed chunks so a rerun after a kill resends byte-identical traces
-   batches (Prime Traces replays the receipt). Each chunk is acknowledged in the archive as
-   it lands. When records may have landed without an ack (an online run whose producer
-   died or counted an ambiguous failure as a loss, or an earlier interrupted sync), what the
-   platform already holds is read back first and acknowledged instead of resent: the
-   evaluation's sample ids, and each pending record by id on Prime Traces
-   (``_sync_readback``). A line that is not a record is rejected and counted.
+2. First the batches a deliverer that is gone (the producer, a worker, an earlier sync)
+   noted before sending them and never settled (``_journal/batches``): each is sent again
+   as the same bytes under the same key (Prime Traces), or looked up by its own rows
+   (the sample table); an append that may still be stored keeps its records pending, and
+   the report says when to sync again (``_sync/resume``). Then every other record a sink
+   has not acknowledged is uploaded, re-stamped with the platform id (offline runs); they
+   were never sent, so nothing is read back for them. Each chunk is noted before it is
+   sent and acknowledged in the archive as it lands. A line that is not a record is
+   rejected and counted.
 3. A run nobody closed is closed with its recorded status and summary (completed ->
    finalize, otherwise close-out; a dead owner that never finished -> crashed), unless an
    upload failed: the platform computes statistics at close, so it waits for the rest.
@@ -34,6 +35,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
+import prime_runs._journal.batches as _batches
 import prime_runs._journal.lease as _lease
 from prime_runs._delivery.provenance import from_resource, upload_context
 from prime_runs._journal.archive import RECORDS_DIR, REJECTED, SKIPPED, RecordKey, settled_name
@@ -41,21 +43,14 @@ from prime_runs._journal.nofollow import segment_paths
 from prime_runs._journal.runinfo import SAMPLES, SINK_LABELS, TRACES, RunInfo, inspect, sink_count
 from prime_runs._plural import quantity
 from prime_runs._progress import Progress
-from prime_runs._records.encode import kind_of
 from prime_runs._records.item import Item, Outcome
-from prime_runs._records.lines import parse_head
 from prime_runs._records.restamp import Restamp
 from prime_runs._runs.register_once import register
 from prime_runs._sync.close import close_run, late_records
 from prime_runs._sync.outgoing import outgoing
-from prime_runs._sync.readback import (
-    Candidate,
-    Unreadable,
-    held_by_traces,
-    rollout_counters,
-    sample_ids,
-)
+from prime_runs._sync.readback import rollout_counters
 from prime_runs._sync.report import SyncReport, assemble
+from prime_runs._sync.resume import Resumed, resume
 from prime_runs._sync.training import sync_training
 from prime_runs.errors import PrimeRunsError, SyncError
 from prime_runs.exporters._channel import Channel
@@ -135,9 +130,9 @@ class _Syncer:
         self.rejected: dict[str, list[str]] = {}
         self.notes: list[str] = []
         self.eval_id = ""
-        self._marked: set[str] = set()
         self.busy: dict[str, int] = {}  # segment -> pid of the live process delivering it
         self.left = 0  # pending records left to that process
+        self.done: dict[str, set[RecordKey]] = {}  # per sink, records settled in the journal
 
     # -- the whole run ------------------------------------------------------------------
 
@@ -205,7 +200,7 @@ class _Syncer:
         if not active:
             return []
         acks = self.archive.acknowledged()
-        done = {
+        done = self.done = {
             sink: acks.get(sink, set())
             | acks.get(settled_name(sink, REJECTED), set())
             | acks.get(settled_name(sink, SKIPPED), set())
@@ -216,9 +211,8 @@ class _Syncer:
         total = sum(info.pending[sink] for sink in active)
         what = ", ".join(sink_count(s, info.pending[s]) for s in active)
         self.progress.start(info.run_id, total, what)
-        if TRACES in active:
-            done[TRACES] |= self._landed_traces(eval_id, done[TRACES])
-        # The same sinks and delivery step (``Channel.deliver``) as a live run's exporters.
+        # The same sinks and delivery step (``Channel.deliver``) as a live run's exporters,
+        # noting each batch before it is sent as they do.
         built = build_sinks(
             self.settings,
             eval_id,
@@ -226,46 +220,53 @@ class _Syncer:
             traces=TRACES in active,
             samples=SAMPLES in active,
         )
+        for sink in built:
+            sink.keep_notes(_batches.notebook(self.archive.path, sink.name))
         sinks: dict[str, Channel] = {sink.name: Channel(sink) for sink in built}
-        landed: set[str] = set()
-        if SAMPLES in active:
-            landed = self._landed_samples(eval_id)
-            # Continue the run's rollout numbering after the rows already stored.
-            sinks[SAMPLES].sink.continue_numbering(  # type: ignore[attr-defined]
-                rollout_counters(self.archive, done[SAMPLES], landed)
-            )
         failures: list[str] = []
+        stamp = None
+        if restamp:
+            stamp = Restamp.between(info.run_id, eval_id, self.archive.noted_stamps())
         try:
-            self._stream(eval_id, restamp, sinks, done, landed, failures)
+            # First what others may have in flight: sent again as it was, or looked up.
+            resumed = resume(self, sinks, done, stamp, failures)
+            if SAMPLES in sinks:
+                samples = sinks[SAMPLES].sink
+                samples.already_stored(resumed.rows)  # type: ignore[attr-defined]
+                # Continue the run's rollout numbering after the rows already stored.
+                samples.continue_numbering(  # type: ignore[attr-defined]
+                    rollout_counters(self.archive, done[SAMPLES], resumed.rows)
+                )
+            self._stream(stamp, sinks, resumed, failures)
         finally:
             for sink in sinks.values():
                 sink.close()
+        _batches.prune(self.archive.path, resumed.notes, done)
+        waiting = resumed.waiting()
+        if waiting:
+            failures.append(waiting)
         if self.left:
             pids = ", ".join(str(p) for p in sorted(set(self.busy.values())))
             failures.append(
                 f"{quantity(self.left, 'record was', 'records were')} left to the live "
-                f"process (pid {pids}) still "
-                "delivering them; run `prime-runs sync` again once it has exited (or in "
-                "two minutes)"
+                f"process (pid {pids}) still delivering them; run `prime-runs sync` again "
+                "once it has exited"
             )
         return failures
 
     def _stream(
         self,
-        eval_id: str,
-        restamp: bool,
+        stamp: Restamp | None,
         sinks: dict[str, Any],
-        done: dict[str, set[RecordKey]],
-        landed: set[str],
+        resumed: Resumed,
         failures: list[str],
     ) -> None:
         chunks: dict[str, list[Item]] = {sink: [] for sink in sinks}
         sizes = dict.fromkeys(sinks, 0)
-        stamp = None
-        if restamp:
-            stamp = Restamp.between(self.info.run_id, eval_id, self.archive.noted_stamps())
+        done = self.done
+        held = {sink: resumed.held.get(sink, set()) for sink in sinks}
         for key, _kind, data in self.archive.iter_records():
-            wanted = [s for s in sinks if key not in done[s]]
+            wanted = [s for s in sinks if key not in done[s] and key not in held[s]]
             if not wanted:
                 continue
             if key.segment in self.busy:  # another process may have it in flight
@@ -278,29 +279,29 @@ class _Syncer:
                     self._settle(sink, REJECTED, [key], why)
                 continue
             for sink in wanted:
-                if sink == SAMPLES and sample_id is not None and str(sample_id) in landed:
-                    self._ack(sink, [item], found=True)  # stored already: never resend
+                if sink == SAMPLES and sample_id is not None and str(sample_id) in resumed.rows:
+                    self.ack(sink, [item], found=True)  # stored already: never resend
                     continue
                 chunks[sink].append(item)
                 sizes[sink] += len(item.data)
                 if len(chunks[sink]) >= CHUNK_RECORDS or sizes[sink] >= CHUNK_BYTES:
-                    self._export(sinks, sink, chunks[sink], failures)
+                    self.export(sinks, sink, chunks[sink], failures)
                     chunks[sink], sizes[sink] = [], 0
             item = None  # a record sent is not kept alive while the next one is read
         for sink in list(sinks):
             if chunks.get(sink):
-                self._export(sinks, sink, chunks[sink], failures)
+                self.export(sinks, sink, chunks[sink], failures)
 
-    def _export(
+    def export(
         self, sinks: dict[str, Any], sink: str, items: list[Item], failures: list[str]
     ) -> None:
+        """Deliver ``items`` to ``sink`` once and journal the outcome; a sink that failed
+        stops for this sync (one round per sync)."""
         if sink not in sinks:
             return  # stopped earlier in this sync
-        if self.info.mode != "online":
-            self._mark_started(sink)
         channel = sinks[sink]
         outcome: Outcome = channel.deliver(items, time.monotonic() + CHUNK_TIMEOUT)
-        self._ack(sink, outcome.acked)
+        self.ack(sink, outcome.acked)
         for item, reason in outcome.rejected:
             self._settle(sink, REJECTED, [item.key] if item.key else [], reason)
         if outcome.skipped and not outcome.quiet:
@@ -316,18 +317,28 @@ class _Syncer:
             else:
                 failures.append(f"{label}: {outcome.retire or outcome.retry_reason}")
 
-    def _ack(self, sink: str, items: list[Item], *, found: bool = False) -> None:
-        keys = [i.key for i in items if i.key is not None]
-        self.archive.ack(sink, keys)
+    def ack(self, sink: str, items: list[Item] | list[RecordKey], *, found: bool = False) -> None:
+        """Journal ``items`` (or their keys) as stored by ``sink``; ``found``: stored
+        already, not sent by this sync."""
+        keys = [i if isinstance(i, RecordKey) else i.key for i in items]
+        keys = [k for k in keys if k is not None]
+        self._journaled(sink, sink, keys)
         counts = self.found if found else self.uploaded
         counts[sink] = counts.get(sink, 0) + len(keys)
         self.progress.advance(len(keys))
 
     def _settle(self, sink: str, how: str, keys: list[RecordKey], reason: str | None) -> None:
-        self.archive.ack(settled_name(sink, how), keys)
+        self._journaled(sink, settled_name(sink, how), keys)
         self.progress.advance(len(keys))
         if how == REJECTED:
             self.rejected.setdefault(sink, []).extend([reason or how] * len(keys))
+
+    def _journaled(self, sink: str, name: str, keys: list[RecordKey]) -> None:
+        """Acks in the archive; then the batch notes that named those records close."""
+        self.archive.ack(name, keys)
+        if sink in self.done:
+            self.done[sink].update(keys)
+        _batches.settled(self.archive.path, sink, keys)
 
     def _context(self) -> dict[str, str]:
         resource = self.desc.get("resource")
@@ -337,48 +348,3 @@ class _Syncer:
             model=self.desc.get("model"),
             resource=from_resource(resource if isinstance(resource, dict) else {}),
         )
-
-    def _mark_started(self, sink: str) -> None:
-        # From here on records may land without an ack (a kill mid-request): a rerun reads
-        # back what the platform holds before resending.
-        if sink in self._marked:
-            return
-        name = "samples_started" if sink == SAMPLES else "traces_started"
-        sync = self.archive.sync_state()
-        if sync.get(name) != self.eval_id:
-            sync[name] = self.eval_id
-            self.archive.write_sync_state(sync)
-        self._marked.add(sink)
-
-    def _landed_traces(self, eval_id: str, done: set[RecordKey]) -> set[RecordKey]:
-        """Pending records Prime Traces already holds (stored without an ack), now acked."""
-        started = self.archive.sync_state().get("traces_started")
-        if self.info.mode != "online" and started != eval_id:
-            return set()  # nothing of this run was ever sent: nothing to look up
-        candidates = []
-        for key, _kind, data in self.archive.iter_records():
-            if key in done or key.segment in self.busy:
-                continue
-            record, _problem = parse_head(data)
-            if record is not None and isinstance(record.get("id"), str) and record["id"]:
-                candidates.append(Candidate(key, kind_of(record), record["id"]))
-        logger.info("prime-runs: checking which of %d traces records landed", len(candidates))
-        try:
-            held = held_by_traces(self.settings, eval_id, candidates)
-        except Unreadable as exc:
-            self.notes.append(
-                f"could not check which traces already landed ({exc}): all resent, so some "
-                "may be stored twice"
-            )
-            return set()
-        self.archive.ack(TRACES, sorted(held))
-        self.found[TRACES] = self.found.get(TRACES, 0) + len(held)
-        self.progress.advance(len(held))
-        return held
-
-    def _landed_samples(self, eval_id: str) -> set[str]:
-        """Sample ids the evaluation holds, when some may have landed without an ack."""
-        started = self.archive.sync_state().get("samples_started")
-        if self.info.mode != "online" and started != eval_id:
-            return set()
-        return sample_ids(self.client, eval_id)

@@ -10,12 +10,14 @@ the live sink's outcomes are, so a run partly delivered live sends only the rest
 second sync sends nothing. Segments a live process still holds (``_journal/lease``) are
 left to it.
 
-Nothing twice after a kill: between an object's upload and its confirm, sync.json records
-it (step, key, records). A rerun confirms that object again (a confirm replays safely)
-rather than sending a second one; a confirm the platform refuses (the object never
-landed) lets its records go again. sync.json also keeps each step's next ``sample_id``
-range, so no two objects of a step share ids; a run that had a live sink numbers from
-the upper half of the ranges, which its owner (numbering from 0) does not reach.
+Nothing twice after a kill: between an object's upload and its confirm, the sink notes it
+in the run folder (step, key, records: ``_journal/batches``), the live sink and sync's
+alike. A sync first confirms again every object noted by a deliverer that is gone (a
+confirm replays safely) rather than sending a second one; a confirm the platform refuses
+(the object never landed) lets its records go again. sync.json keeps each step's next
+``sample_id`` range, so no two objects of a step share ids; a run that had a live sink
+numbers from the upper half of the ranges, which its owner (numbering from 0) does not
+reach.
 
 Without pyarrow nothing is sent: the episodes stay pending and the report says how to
 send them.
@@ -26,6 +28,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
+import prime_runs._journal.batches as _batches
 import prime_runs._journal.lease as _lease
 from prime_runs._delivery.delivery import BATCH_BYTES, BATCH_ITEMS
 from prime_runs._journal.archive import (
@@ -52,7 +55,7 @@ from prime_runs.exporters.train_samples import (
 )
 from prime_runs.platform.training import TrainingPlatform
 
-STATE = "train_samples"  # sync.json: {"run_id", "ranges": {step: next}, "inflight"}
+STATE = "train_samples"  # sync.json: {"run_id", "ranges": {step: next}}
 # A live delivery takes at most this much at once: a step's episodes beyond it become a
 # second object there, and here too.
 CHUNK_RECORDS = BATCH_ITEMS
@@ -80,7 +83,7 @@ class _TableSync:
         self.first_range = SAMPLE_ID_RANGES // 2 if info.mode == "online" else 0
         state = self.archive.sync_state().get(STATE)
         if not isinstance(state, dict) or state.get("run_id") != run_id:
-            state = {"run_id": run_id, "ranges": {}, "inflight": None}
+            state = {"run_id": run_id, "ranges": {}}
         if not isinstance(state.get("ranges"), dict):
             state["ranges"] = {}
         self.state: dict[str, Any] = state
@@ -92,7 +95,14 @@ class _TableSync:
         self.done = set(acks.get(TRAIN_SAMPLES, set()))
         for how in (REJECTED, SKIPPED):
             self.done |= acks.get(settled_name(TRAIN_SAMPLES, how), set())
-        failure = self._resume()
+        noted = [b for b in _batches.noted(self.archive.path) if b.sink == TRAIN_SAMPLES]
+        try:
+            return self._send(noted)
+        finally:  # the noted objects whose records are settled now are forgotten
+            _batches.prune(self.archive.path, noted, {TRAIN_SAMPLES: self.done})
+
+    def _send(self, noted: list[_batches.Noted]) -> list[str]:
+        failure = self._resume(noted)
         if failure:
             return [failure]
         steps = self._index()
@@ -114,6 +124,7 @@ class _TableSync:
             first_range=self.first_range,
             on_uploaded=self._uploaded,
         )
+        sink.keep_notes(_batches.notebook(self.archive.path, TRAIN_SAMPLES))
         try:
             for step in sorted(steps):
                 for chunk in _chunks(steps[step]):
@@ -169,14 +180,11 @@ class _TableSync:
         items = self._items(chunk)
         outcome: Outcome = sink.export(items, time.monotonic() + CHUNK_TIMEOUT)
         acked = [i.key for i in outcome.acked if i.key is not None]
-        self.archive.ack(TRAIN_SAMPLES, acked)
+        self._ack(acked)
         self.tally.uploaded[TRAIN_SAMPLES] = self.tally.uploaded.get(TRAIN_SAMPLES, 0) + len(acked)
         for item, reason in outcome.rejected:
             self._settle(REJECTED, [item.key] if item.key else [], reason)
         self._settle(SKIPPED, [i.key for i in outcome.skipped if i.key], None)
-        if self.state.get("inflight") and not outcome.retry:
-            self.state["inflight"] = None  # settled now: nothing of it to confirm again
-            self._save()
         if outcome.retire or outcome.retry:
             return f"sample table: {outcome.retire or outcome.retry_reason}"
         return None
@@ -193,53 +201,43 @@ class _TableSync:
         ]
 
     def _uploaded(self, obj: Uploaded) -> None:
-        """Before the confirm: a rerun confirms this object again rather than send a
-        second one, and never numbers another object of the step in its range."""
+        """Before the confirm: no other object of the step is ever numbered in its range."""
         ranges = self.state["ranges"]
         ranges[str(obj.step)] = max(_int(ranges.get(str(obj.step))), obj.id_range + 1)
-        keys = [[i.key.segment, i.key.offset] for i in obj.items if i.key is not None]
-        self.state["inflight"] = {"step": obj.step, "s3_key": obj.s3_key, "keys": keys}
         self._save()  # an OSError here stops the export before the confirm
 
-    def _resume(self) -> str | None:
-        """Confirm again the object an earlier sync, or the live process before it died,
-        uploaded and may not have confirmed: its rows are not sent a second time."""
-        failure = self._confirm_again(self.state.get("inflight"))
-        if failure:
-            return failure
-        self.state["inflight"] = None
-        self._save()
-        live = self.archive.inflight()
-        segments = {str(k[0]) for k in live.get("keys") or () if isinstance(k, list) and k}
-        if live and not _lease.wait_free(self.archive.path, sorted(segments), _lease.SYNC_WAIT):
-            failure = self._confirm_again(live)  # its process is gone: none will
+    def _resume(self, noted: list[_batches.Noted]) -> str | None:
+        """Confirm again the objects a deliverer that is gone (the live process, an
+        earlier sync) uploaded and may not have confirmed: their rows are never sent a
+        second time. Objects of segments a live process still delivers are left to it."""
+        segments = sorted({k.segment for b in noted for k in b.keys})
+        busy = _lease.wait_free(self.archive.path, segments, _lease.SYNC_WAIT)
+        for batch in noted:
+            if any(k.segment in busy for k in batch.keys):
+                continue
+            failure = self._confirm_again(batch)
             if failure:
                 return failure
-            self.archive.write_inflight({})
         return None
 
-    def _confirm_again(self, entry: Any) -> str | None:
-        if not entry:
+    def _confirm_again(self, batch: _batches.Noted) -> str | None:
+        step, s3_key = batch.data.get("step"), batch.data.get("s3_key")
+        if not isinstance(step, int) or not isinstance(s3_key, str):
+            return None  # not ours (edited by hand): its records simply go again
+        keys = [k for k in batch.keys if k not in self.done]
+        if not keys:
             return None
         try:
-            step, s3_key = int(entry["step"]), str(entry["s3_key"])
-            keys = [RecordKey(str(seg), int(off)) for seg, off in entry["keys"]]
-        except (TypeError, ValueError, KeyError):
-            keys = []  # not ours (edited by hand): its records simply go again
-        if keys and not any(k in self.done for k in keys):
-            try:
-                self.platform.confirm(
-                    self.run_id, step, s3_key, Deadline(time.monotonic() + CHUNK_TIMEOUT)
-                )
-            except ValidationRejectedError:
-                pass  # the object never landed (or its grant lapsed): its records go again
-            except PrimeRunsError as exc:
-                return f"sample table: confirming step {step}'s object failed: {describe(exc)}"
-            else:
-                self.archive.ack(TRAIN_SAMPLES, keys)
-                self.done.update(keys)
-                uploaded = self.tally.uploaded
-                uploaded[TRAIN_SAMPLES] = uploaded.get(TRAIN_SAMPLES, 0) + len(keys)
+            self.platform.confirm(
+                self.run_id, step, s3_key, Deadline(time.monotonic() + CHUNK_TIMEOUT)
+            )
+        except ValidationRejectedError:
+            return None  # the object never landed (or its grant lapsed): its records go again
+        except PrimeRunsError as exc:
+            return f"sample table: confirming step {step}'s object failed: {describe(exc)}"
+        self._ack(keys)
+        uploaded = self.tally.uploaded
+        uploaded[TRAIN_SAMPLES] = uploaded.get(TRAIN_SAMPLES, 0) + len(keys)
         return None
 
     # -- bookkeeping -------------------------------------------------------------------
@@ -251,11 +249,17 @@ class _TableSync:
                 out[int(step)] = _int(value)
         return out
 
+    def _ack(self, keys: list[RecordKey]) -> None:
+        self.archive.ack(TRAIN_SAMPLES, keys)
+        self.done.update(keys)
+        _batches.settled(self.archive.path, TRAIN_SAMPLES, keys)
+
     def _settle(self, how: str, keys: list[RecordKey], reason: str | None) -> None:
         if not keys:
             return
         self.archive.ack(settled_name(TRAIN_SAMPLES, how), keys)
         self.done.update(keys)
+        _batches.settled(self.archive.path, TRAIN_SAMPLES, keys)
         if how == REJECTED:
             self.tally.rejected.setdefault(TRAIN_SAMPLES, []).extend([reason or how] * len(keys))
 

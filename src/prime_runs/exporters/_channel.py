@@ -50,6 +50,7 @@ class Channel:
         self._retry: list[Item] = []
         self._backoff_until = 0.0
         self._streak = 0
+        self._waits = 0  # deliveries in a row that only waited on requests in doubt
         self._current: Deadline | None = None
         self._stop_by: float | None = None
         self._closed = False
@@ -57,7 +58,6 @@ class Channel:
         self.retired: str | None = None
         self.quiet = False  # retired without it being a loss (service not enabled)
         self.failing = False  # retired after retry.STREAK transient failures
-        self.in_doubt = False  # a request went unanswered: it may still land (see _lease)
 
     def __repr__(self) -> str:
         return f"Channel({self.name!r}, retired={self.retired!r})"
@@ -121,14 +121,22 @@ class Channel:
         except Exception as exc:  # a sink bug must never escape into an exporter's caller
             logger.exception("prime-runs: the %s sink failed unexpectedly", self.name)
             outcome = Outcome(retry=batch, retry_reason=f"{type(exc).__name__}: {exc}")
-        if outcome.in_doubt:
-            self.in_doubt = True
         with self._lock:
             self._apply(outcome)
         return outcome
 
     def _apply(self, outcome: Outcome) -> None:
         """Keep, retire or reset after one export (under the lock)."""
+        if outcome.retire is None and outcome.retry and outcome.held_until is not None:
+            # Waiting for a request that may still be stored: looked at again after a
+            # growing wait, never past the time it can no longer land; not a failure.
+            self._waits += 1
+            left = max(0.0, outcome.held_until - time.time())
+            self._backoff_until = time.monotonic() + min(retry.resend_wait(self._waits), left)
+            self._retry = outcome.retry
+            outcome.retry = []
+            return
+        self._waits = 0
         if outcome.retire is None and outcome.retry:
             if self._streak + 1 >= retry.STREAK:
                 self.failing = True
@@ -215,6 +223,7 @@ class Channel:
         self._current = None
         self._backoff_until = 0.0
         self._streak = 0
+        self._waits = 0
         try:
             self.sink.after_fork()
         except Exception:

@@ -16,7 +16,6 @@ from prime_runs.errors import (
     TransportError,
     ValidationRejectedError,
 )
-from prime_runs.platform._http import is_ambiguous
 from prime_runs.platform.training import TrainingPlatform
 
 SINK_NAME = "train_metrics"
@@ -51,7 +50,6 @@ class MetricsSink:
                 outcome.retry.extend(items[index:])
                 outcome.retry_reason = str(exc)
                 outcome.retry_after = getattr(exc, "retry_after", None)
-                outcome.in_doubt = is_ambiguous(exc)
                 return outcome
             except APIError as exc:
                 outcome.retry.extend(items[index:])

@@ -6,8 +6,8 @@ platform's ``SampleWriter``, which never blindly replays an append (contract §5
 
 Each request is its own ``SampleWriter.append`` call, so a failure is classified
 per request: a rejected request is halved until the bad row stands alone, a
-transient one is retried later (after reading back whatever may have landed),
-a sink-wide one retires the sink.
+transient one is retried later (after reading back whatever may have landed, and
+not before no attempt of it can still be stored), a sink-wide one retires the sink.
 """
 
 from __future__ import annotations
@@ -15,15 +15,18 @@ from __future__ import annotations
 import logging
 import time
 from collections import deque
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from prime_runs._records.item import Deadline, Item, Outcome, as_deadline
 from prime_runs._records.skeleton import Spliced
 from prime_runs._records.v0rows import sample_id_of
 from prime_runs.errors import APIError, ValidationRejectedError
-from prime_runs.platform._http import PlatformClient, is_ambiguous
-from prime_runs.platform.samples import BODY_LIMIT, ENVELOPE_BYTES, SampleWriter
+from prime_runs.platform._http import PlatformClient
+from prime_runs.platform.samples import BODY_LIMIT, ENVELOPE_BYTES, SampleWriter, Sent
 from prime_runs.projection import project_episode_parts
+
+if TYPE_CHECKING:
+    from prime_runs._journal.batches import Notebook
 
 logger = logging.getLogger("prime_runs")
 
@@ -40,13 +43,13 @@ Row = tuple[str, bytes | Spliced]
 class _Rows:
     """The rows of one record that have not landed yet."""
 
-    __slots__ = ("check", "item", "rows")
+    __slots__ = ("doubt", "item", "rows")
 
-    def __init__(self, item: Item, rows: list[Row], check: bool = False) -> None:
+    def __init__(self, item: Item, rows: list[Row]) -> None:
         self.item = item
         self.rows = rows
-        # An earlier append of these rows may have landed unseen: read back before resending.
-        self.check = check
+        # An earlier append of these rows may have landed unseen: settled before resending.
+        self.doubt: Sent | None = None
 
 
 class SamplesSink:
@@ -62,9 +65,20 @@ class SamplesSink:
         # Records waiting for a retry, by id(); the entry holds the item itself, so the id
         # cannot be reused meanwhile. Projecting again would renumber the rollout.
         self._waiting: dict[int, _Rows] = {}
+        self._landed: set[str] = set()  # rows known stored (``already_stored``)
 
     def __repr__(self) -> str:
         return "SamplesSink()"
+
+    def keep_notes(self, notes: Notebook) -> None:
+        """Note each append in the run's archive before it is sent (``_journal/batches``):
+        its records, its rows' ids and where in the evaluation it lands at the earliest."""
+        self._writer.notes = notes
+
+    def already_stored(self, sample_ids: set[str]) -> None:
+        """Rows the evaluation holds already (found by ``prime-runs sync``): never sent
+        again; a record whose rows are all among them is acknowledged as it is."""
+        self._landed |= sample_ids
 
     def continue_numbering(self, counts: dict[Any, int]) -> None:
         """Number rollouts after ``counts`` (rollouts per example already stored), so a
@@ -93,7 +107,11 @@ class SamplesSink:
         if waiting is not None and waiting.item is item:
             return waiting
         rows = self._project(item)
-        return _Rows(item, rows) if rows else None
+        if not rows:
+            return None
+        if self._landed:
+            rows = [row for row in rows if row[0] not in self._landed]
+        return _Rows(item, rows)
 
     # -- export --------------------------------------------------------------------
 
@@ -120,26 +138,53 @@ class SamplesSink:
                 outcome.skipped.append(item)
             else:
                 todo.append(pending)
-        if any(p.check for p in todo) and not self._reconcile(todo, deadline, outcome):
-            return outcome
+        held: list[_Rows] = []
+        if any(p.doubt is not None for p in todo):
+            todo, held = self._reconcile(todo, deadline, outcome)
         self._send(todo, deadline, outcome)
+        if held:
+            self._wait(held, outcome)
         return outcome
 
-    def _reconcile(self, todo: list[_Rows], deadline: Deadline, outcome: Outcome) -> bool:
-        """Drop rows an unconfirmed earlier append did store. False (all to retry) when the
-        platform cannot tell us."""
-        ids = [sid for p in todo if p.check for sid, _ in p.rows]
-        try:
-            missing = self._writer.missing(ids, deadline)
-        except APIError as exc:
-            self._hold(todo, outcome, exc)
-            return False
-        for p in todo:
-            if p.check:
-                p.rows = [row for row in p.rows if row[0] in missing]
-                p.check = False
-        outcome.rows += len(ids) - len(missing)  # an earlier append stored them
-        return True
+    def _reconcile(
+        self, todo: list[_Rows], deadline: Deadline, outcome: Outcome
+    ) -> tuple[list[_Rows], list[_Rows]]:
+        """Drop the rows an unconfirmed earlier append did store. Returns the records
+        whose rows may be sent now, and those that wait: a request of theirs may still be
+        stored. Those the platform cannot tell us about are handed back at once."""
+        doubts = {id(p.doubt): p.doubt for p in todo if p.doubt is not None}
+        unknown: set[int] = set()
+        for sent in doubts.values():
+            mine = [p for p in todo if p.doubt is sent]
+            try:
+                found, free = self._writer.settle(sent, deadline)
+            except APIError as exc:
+                self._hold(mine, outcome, exc)
+                unknown.update(id(p) for p in mine)
+                continue
+            for p in mine:
+                kept = [row for row in p.rows if row[0] not in found]
+                outcome.rows += len(p.rows) - len(kept)  # an earlier append stored them
+                p.rows = kept
+                if free or not p.rows:
+                    p.doubt = None
+        ready = [p for p in todo if p.doubt is None]
+        waiting = [p for p in todo if p.doubt is not None and id(p) not in unknown]
+        return ready, waiting
+
+    def _wait(self, held: list[_Rows], outcome: Outcome) -> None:
+        """Hand back records that wait on a request in doubt; when nothing else failed,
+        the channel waits for them without counting a failure (``held_until``)."""
+        failed = bool(outcome.retry) or outcome.retire is not None
+        self._hold(held, outcome, None)
+        if failed:
+            return
+        until = min(p.doubt.until for p in held if p.doubt is not None)
+        outcome.held_until = until
+        outcome.retry_reason = (
+            "an earlier request of these rows may still be stored; they are sent again "
+            f"after {time.strftime('%H:%M:%S', time.localtime(until))} if it is not"
+        )
 
     def _send(self, todo: list[_Rows], deadline: Deadline, outcome: Outcome) -> None:
         lost: dict[int, str] = {}  # id(item) -> why it is rejected
@@ -164,7 +209,11 @@ class SamplesSink:
             batch = [(p, row) for p, row in work.popleft() if id(p.item) not in lost]
             if not batch:
                 continue
-            result = self._writer.append([row for _, row in batch], deadline=deadline)
+            result = self._writer.append(
+                [row for _, row in batch],
+                deadline=deadline,
+                keys=[p.item.key for p, _ in batch],
+            )
             landed = set(result.acked)
             outcome.rows += len(landed)
             for p, row in batch:
@@ -192,7 +241,7 @@ class SamplesSink:
                 [p for p in _unique([*(p for p, _ in batch), *rest]) if id(p.item) not in lost],
                 outcome,
                 result.error,
-                check={id(p.item) for p, _ in batch} if is_ambiguous(result.error) else set(),
+                doubts=result.doubt,
                 keep=not result.permanent,
             )
             break
@@ -208,20 +257,25 @@ class SamplesSink:
         todo: list[_Rows],
         outcome: Outcome,
         error: BaseException | None,
-        check: set[int] | None = None,
+        doubts: list[Sent] | None = None,
         keep: bool = True,
     ) -> None:
         """Hand ``todo``'s items back to the channel, keeping their unsent rows for the next
-        try (``keep``: not when the sink is retiring)."""
+        try (``keep``: not when the sink is retiring); ``doubts``: appends that may still be
+        stored, settled before their rows are sent again."""
+        doubted = [(sent, set(sent.ids)) for sent in doubts or ()]
         for p in todo:
             if not p.rows:
                 continue
-            p.check = p.check or (check is not None and id(p.item) in check)
+            for sent, ids in doubted:
+                if any(row[0] in ids for row in p.rows):
+                    p.doubt = sent
             if keep:
                 self._waiting[id(p.item)] = p
             outcome.retry.append(p.item)
-        outcome.retry_reason = f"{type(error).__name__}: {error}" if error else None
-        outcome.retry_after = getattr(error, "retry_after", None)
+        if error is not None or outcome.retry_reason is None:  # the first failure's reason
+            outcome.retry_reason = f"{type(error).__name__}: {error}" if error else None
+            outcome.retry_after = getattr(error, "retry_after", None)
 
     def _pack(self, rows: list[tuple[_Rows, Row]]) -> list[list[tuple[_Rows, Row]]]:
         """Greedy, in-order requests under the body limit (envelope and commas counted)."""
@@ -241,6 +295,7 @@ class SamplesSink:
 
     def close(self) -> None:
         self._waiting.clear()
+        self._landed.clear()
         self._client.close()
 
     def after_fork(self) -> None:

@@ -14,7 +14,9 @@ from __future__ import annotations
 import hashlib
 import logging
 import operator
+import time
 from collections import deque
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 import httpx
@@ -23,9 +25,11 @@ import prime_runs.platform.retry as retry
 from prime_runs._otel_private import suppress_instrumentation
 from prime_runs._records.item import Deadline, Item, Outcome, as_deadline
 from prime_runs.platform._http import user_agent
+from prime_runs.settings import inflight_window
 
 if TYPE_CHECKING:
     import prime_runs.platform._traces as _traces_client
+    from prime_runs._journal.batches import Notebook
 
 logger = logging.getLogger("prime_runs")
 
@@ -95,6 +99,13 @@ class TracesSink:
         # with records queued since.
         self._unsettled: list[Item] | None = None
         self.receipts = 0
+        self._notes: Notebook | None = None
+
+    def keep_notes(self, notes: Notebook) -> None:
+        """Note each batch in the run's archive before it is sent (``_journal/batches``):
+        its records and the key of its exact bytes, so whoever delivers them next resends
+        that batch and no other."""
+        self._notes = notes
 
     def __repr__(self) -> str:
         return f"TracesSink(url={self._url!r})"
@@ -160,7 +171,6 @@ class TracesSink:
             outcome.retry.extend(batch)
             for rest in work:
                 outcome.retry.extend(rest)
-            outcome.in_doubt = isinstance(error, self._pt.TransportError)
             if isinstance(error, self._pt.TRANSIENT):
                 self._unsettled = batch
                 outcome.retry_reason = _reason(error)
@@ -183,14 +193,22 @@ class TracesSink:
         """Send one batch, replaying the same bytes on transient failures; the last error
         (None on a receipt)."""
         body = _jsonl(batch)
-        digest = hashlib.sha256()
-        for part in body:
-            digest.update(part)
-        key = "sha256:" + digest.hexdigest()
+        key = idempotency_key(body)
         fmt = self._pt.line_format(batch[0].kind)
         api = self._api()
+        notes = self._notes
+        window = inflight_window(REQUEST_TIMEOUT)
+        note = None
+        if notes is not None:
+            keys = [item.key for item in batch if item.key is not None]
+            note = notes.open(keys, time.time() + window, key=key)
+        attempts = 0
 
         def send(timeout: float) -> None:
+            nonlocal attempts
+            if attempts and notes is not None:  # a retry may be stored until its end too
+                notes.extend(note, time.time() + window)
+            attempts += 1
             with suppress_instrumentation():
                 api.upload_batch(body, key, line_format=fmt, context=self._context, timeout=timeout)
 
@@ -220,6 +238,19 @@ class TracesSink:
     def after_fork(self) -> None:
         self._client = None  # the parent's pool; never closed from the child
         self._unsettled = None
+
+
+def idempotency_key(body: Sequence[bytes]) -> str:
+    """``sha256:<hex>`` of the batch's uncompressed lines (contract §8.4)."""
+    digest = hashlib.sha256()
+    for part in body:
+        digest.update(part)
+    return "sha256:" + digest.hexdigest()
+
+
+def batch_key(batch: list[Item]) -> str:
+    """The Idempotency-Key ``batch`` is sent under (its lines, in order)."""
+    return idempotency_key(_jsonl(batch))
 
 
 def _jsonl(batch: list[Item]) -> list[bytes]:

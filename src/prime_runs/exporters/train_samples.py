@@ -12,22 +12,26 @@ so a step logged over several batches becomes several objects and no two rows sh
 id.
 
 After a transient failure the channel hands back the very same items: the sink resends
-the same object to the same key (or only the confirm, when the upload landed), so a
-replay never stores a step's rows twice. Needs pyarrow (``prime-runs[train]``).
+the same object to the same key (or only the confirm, when the upload landed), as a group
+of its own, so a replay never stores a step's rows twice. Between an object's upload and
+its confirm the object is noted in the run's archive (``_journal/batches``): whoever
+delivers its episodes next (``prime-runs sync``, after a kill or an exit) confirms that
+object again (a confirm replays safely) rather than send a second one. Needs pyarrow
+(``prime-runs[train]``).
 
 ``prime-runs sync`` drives the same sink from the journal (``_sync/train_samples``): it
 continues the numbering it kept (``next_ranges``, ``first_range``) and hears of each
-object uploaded but not yet confirmed (``on_uploaded``), so a killed sync confirms that
-object again rather than sending a second one.
+object uploaded but not yet confirmed (``on_uploaded``), to keep its ranges.
 """
 
 from __future__ import annotations
 
 import os
 import secrets
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import prime_runs._records.traintable as _table
 from prime_runs._records.item import Deadline, Item, Outcome, as_deadline
@@ -39,14 +43,18 @@ from prime_runs.errors import (
     TransportError,
     ValidationRejectedError,
 )
-from prime_runs.platform._http import is_ambiguous
 from prime_runs.platform.training import TrainingPlatform
 from prime_runs.projection import build_samples
+from prime_runs.settings import inflight_window
+
+if TYPE_CHECKING:
+    from prime_runs._journal.batches import Notebook
 
 SINK_NAME = "train_samples"
 STEP_INTERVAL = 10
 SAMPLE_ID_STRIDE = 1 << 32
 SAMPLE_ID_RANGES = 1 << 21  # ids stay below 2**53 for the viewer
+CONFIRM_TIMEOUT = 60.0  # the platform API's read timeout (contract §2.3)
 
 
 def parquet_available() -> bool:
@@ -92,10 +100,14 @@ def _encode(
 class _Upload:
     """One step's object of one batch, kept across resends of the same items."""
 
-    def __init__(self, payload: bytes, id_range: int, items: list[Item]) -> None:
+    def __init__(
+        self, payload: bytes, id_range: int, step: int, group: list[Item], items: list[Item]
+    ) -> None:
         self.payload = payload
         self.id_range = id_range
-        self.items = items  # those of the batch whose episodes have a row in it
+        self.step = step
+        self.group = group  # the batch's items of the step, resent together
+        self.items = items  # those of them whose episodes have a row in it
         self.url: str | None = None
         self.key: str | None = None
         self.uploaded = False
@@ -141,9 +153,14 @@ class TrainSamplesSink:
         self._on_uploaded = on_uploaded
         self._pending: dict[tuple[int, ...], _Upload] = {}
         self._pid = os.getpid()
+        self._notes: Notebook | None = None
 
     def __repr__(self) -> str:
         return f"TrainSamplesSink({self._run_id!r})"
+
+    def keep_notes(self, notes: Notebook) -> None:
+        """Note each object between its upload and its confirm in the run's archive."""
+        self._notes = notes
 
     def _groups(
         self, items: list[Item], outcome: Outcome
@@ -174,10 +191,25 @@ class TrainSamplesSink:
         self._ranges[step] = index + 1
         return index
 
+    def _pinned(
+        self, items: list[Item]
+    ) -> tuple[list[tuple[int, list[Item], list[Any]]], list[Item]]:
+        """The objects kept from an earlier try whose items are all back, each as its own
+        group (sent, or only confirmed, as it was), and the other items. Regrouped with
+        later episodes of the step, an object already stored would be stored again."""
+        present = {id(i) for i in items}
+        pinned, taken = [], set()
+        for upload in self._pending.values():
+            if all(id(i) in present for i in upload.group):
+                pinned.append((upload.step, upload.group, []))
+                taken.update(id(i) for i in upload.group)
+        return pinned, [i for i in items if id(i) not in taken]
+
     def export(self, items: list[Item], deadline: float | Deadline) -> Outcome:
         deadline = as_deadline(deadline)
         outcome = Outcome()
-        groups = self._groups(items, outcome)
+        pinned, items = self._pinned(items)
+        groups = pinned + self._groups(items, outcome)
         for index, (step, group, records) in enumerate(groups):
             if deadline.expired():
                 outcome.retry.extend(i for g in groups[index:] for i in g[1])
@@ -199,7 +231,6 @@ class TrainSamplesSink:
                 if permanent:
                     outcome.retire = f"{type(exc).__name__}: {exc}"
                 outcome.retry_reason = str(exc)
-                outcome.in_doubt = is_ambiguous(exc)
                 return outcome
             self._pending.pop(ident, None)
             held = {id(item) for item in stored}
@@ -225,7 +256,7 @@ class TrainSamplesSink:
             if payload is None:
                 return []  # no sample with a trajectory: nothing to store
             items = [i for i, r in zip(group, records, strict=True) if r.get("id") in rowed]
-            upload = self._pending[ident] = _Upload(payload, id_range, items)
+            upload = self._pending[ident] = _Upload(payload, id_range, step, group, items)
         if upload.key is None:
             upload.url, upload.key = self._platform.presign(self._run_id, step, deadline)
         if not upload.uploaded:
@@ -239,9 +270,13 @@ class TrainSamplesSink:
                     raise ValueError(f"the object store refused it: {exc}") from None
                 raise
             upload.uploaded = True
+        assert upload.key is not None
         if self._on_uploaded is not None:
-            assert upload.key is not None
             self._on_uploaded(Uploaded(step, upload.key, tuple(upload.items), upload.id_range))
+        if self._notes is not None:  # the object exists: confirmed again, never sent again
+            keys = [i.key for i in upload.items if i.key is not None]
+            until = time.time() + inflight_window(CONFIRM_TIMEOUT)
+            self._notes.open(keys, until, step=step, s3_key=upload.key)
         self._platform.confirm(self._run_id, step, upload.key, deadline)
         return upload.items
 

@@ -212,6 +212,7 @@ class PlatformClient:
         timeout: float = DEFAULT_TIMEOUT,
         deadline: Deadline | None = None,
         max_attempts: int | None = None,
+        before_attempt: Callable[[], None] | None = None,
     ) -> dict[str, Any]:
         """Send one call, replaying it per the policy in the module docstring.
 
@@ -221,7 +222,8 @@ class PlatformClient:
         ``deadline`` (a ``time.monotonic()`` value, or a :class:`Cuttable` read afresh at
         each attempt): no retry wait runs past it and each attempt's timeout is cut to the
         time left (at least 1 s); the first attempt is always made. Raises an
-        :class:`~prime_runs.errors.APIError` subclass.
+        :class:`~prime_runs.errors.APIError` subclass. ``before_attempt`` is called before
+        each attempt is sent (a sink notes when its request may still be stored).
         """
         method = method.upper()
         body = content if content is not None else (None if json is None else encode_json(json))
@@ -238,9 +240,14 @@ class PlatformClient:
                 return False
             return idempotent or not is_ambiguous(error)
 
+        def send(timeout: float) -> dict[str, Any]:
+            if before_attempt is not None:
+                before_attempt()
+            return self._send(method, path, url, body, headers, params, timeout)
+
         with suppress_instrumentation():
             result = retry.retrying(
-                lambda t: self._send(method, path, url, body, headers, params, t),
+                send,
                 timeout=timeout,
                 deadline=deadline,
                 retryable=retryable,

@@ -1,10 +1,12 @@
 """Appending v0 rows to an evaluation's legacy sample table (contract §5).
 
 ``POST /evaluations/{id}/samples`` appends and the platform does not deduplicate, so a
-batch is never replayed blindly: after an ambiguous failure the evaluation's sample ids
-are read back and only the rows that did not land are sent again. Losing a batch is
-recoverable (the journal keeps it for ``prime-runs sync``); duplicate rows would skew the
-dashboard's averages silently.
+batch is never replayed blindly. Before each append the writer reads the evaluation's row
+count and notes the batch with it (``_journal/batches``); after an ambiguous failure it
+reads back only the rows appended since (``stored_among``), and sends again only what did
+not land, once no attempt of it can still be stored (``settings.inflight_window``). Losing
+a batch is recoverable (the journal keeps it for ``prime-runs sync``); duplicate rows
+would skew the dashboard's averages silently.
 
 Rows arrive already encoded (design: encode once) and are sent as their parts, never
 re-encoded or joined.
@@ -12,12 +14,16 @@ re-encoded or joined.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
-from collections.abc import Iterator, Sequence
+import time
+from collections import deque
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import prime_runs.platform._bodies as _bodies
+from prime_runs._records.item import RecordKey
 from prime_runs._records.skeleton import Spliced
 from prime_runs.errors import (
     APIError,
@@ -28,16 +34,19 @@ from prime_runs.errors import (
     ValidationRejectedError,
 )
 from prime_runs.platform._http import Deadline, is_ambiguous
+from prime_runs.platform.sample_listing import stored_among
+from prime_runs.settings import inflight_window
 
 if TYPE_CHECKING:
+    from prime_runs._journal.batches import Notebook
     from prime_runs.platform._http import PlatformClient
 
 logger = logging.getLogger("prime_runs")
 
 BODY_LIMIT = 26_214_400  # 25 MiB, envelope and commas included
 APPEND_TIMEOUT = 300.0
-LIST_PAGE_SIZE = 100
 MAX_RESENDS = 2
+WITNESSES = 8  # ids kept of the first and of the latest rows stored (see ``stored_among``)
 _HEAD = b'{"samples":['
 _TAIL = b"]}"
 ENVELOPE_BYTES = len(_HEAD) + len(_TAIL)  # 14
@@ -63,6 +72,9 @@ class AppendResult:
     rejected: bool = False
     transient: bool = False
     error: PrimeRunsError | None = None
+    # Appends that failed ambiguously and were not found stored: their rows may still
+    # land, so they are settled (``SampleWriter.settle``) before they are sent again.
+    doubt: list[Sent] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -113,20 +125,56 @@ def body_of(batch: Sequence[Row]) -> _bodies.Body:
     return _bodies.Body(parts)
 
 
-class SampleWriter:
-    """Writes one evaluation's rows; remembers which sample ids the platform holds."""
+@dataclass(frozen=True)
+class Sent:
+    """An append that may be stored without our having seen it: its rows' ids, a lower
+    bound of the evaluation's row count before it (``since``), until when the platform may
+    still store it (``time.time()``), a few ids stored before it (``before``), and its
+    batch note (``_journal/batches``)."""
 
-    def __init__(self, client: PlatformClient, eval_id: str, *, limit: int = BODY_LIMIT) -> None:
+    ids: tuple[str, ...]
+    since: int
+    until: float
+    before: tuple[str, ...] = ()
+    note: int | None = None
+
+
+class SampleWriter:
+    """Writes one evaluation's rows. ``notes`` (the run's notebook for this sink): each
+    append is noted before it is sent, its records named by ``keys``."""
+
+    def __init__(
+        self,
+        client: PlatformClient,
+        eval_id: str,
+        *,
+        limit: int = BODY_LIMIT,
+        notes: Notebook | None = None,
+    ) -> None:
         self._client = client
         self._eval_id = eval_id
         self._limit = limit
         self._path = f"/evaluations/{eval_id}/samples"
-        self._stored: set[str] = set()  # ids known to be on the platform
+        self.notes = notes
+        # No fewer rows than this are stored: the rows this writer saw stored, or the
+        # listing's total when it last looked. A row appended now lands at or after it.
+        self._floor = 0
+        # Ids this writer saw stored: the first few and the latest few (see ``stored_among``).
+        self._first: list[str] = []
+        self._latest: deque[str] = deque(maxlen=WITNESSES)
 
-    def append(self, rows: Sequence[Row], *, deadline: Deadline | None = None) -> AppendResult:
+    def append(
+        self,
+        rows: Sequence[Row],
+        *,
+        deadline: Deadline | None = None,
+        keys: Sequence[RecordKey | None] | None = None,
+    ) -> AppendResult:
         """Send ``(sample_id, row JSON bytes)`` rows in as few bodies as fit; see
-        :class:`AppendResult`. Raises nothing for platform failures."""
+        :class:`AppendResult`. ``keys``: the journal key of each row's record (for its
+        note). Raises nothing for platform failures."""
         result = AppendResult()
+        key_of = {id(r): k for r, k in zip(rows, keys or (), strict=False) if k is not None}
         batches, oversized = pack(rows, self._limit)
         for sample_id, data in oversized:
             result._fail(
@@ -136,7 +184,8 @@ class SampleWriter:
             )
             result.rejected = True
         for index, batch in enumerate(batches):
-            self._send_batch(batch, result, deadline)
+            record_keys = list(dict.fromkeys(key_of[id(r)] for r in batch if id(r) in key_of))
+            self._send_batch(batch, record_keys, result, deadline)
             if result.permanent:
                 reason = f"not sent: {result.error}"
                 for rest in batches[index + 1 :]:
@@ -145,56 +194,135 @@ class SampleWriter:
         return result
 
     def _send_batch(
-        self, batch: list[Row], result: AppendResult, deadline: Deadline | None
+        self,
+        batch: list[Row],
+        keys: list[RecordKey],
+        result: AppendResult,
+        deadline: Deadline | None,
     ) -> None:
         pending = batch
         last_error: APIError | None = None
         for _ in range(MAX_RESENDS):
             ids = [sid for sid, _ in pending]
+            sent = self._note(pending, keys, deadline)
             try:
-                self._post(pending, deadline)
+                self._post(pending, deadline, sent)
             except (ValidationRejectedError, ConflictError) as error:
                 result._fail(ids, str(error), error)
                 result.rejected = True
                 return
             except APIError as error:
                 if not is_ambiguous(error):
+                    self._forget(sent)  # it was never stored: nothing of it to settle
                     result._fail(ids, str(error), error)
                     if _is_transient(error):
                         result.transient = True
                     else:
                         result.permanent = True
                     return
-                # The batch may or may not have landed: read back, resend only what is missing.
-                try:
-                    missing = self.missing(ids, deadline)
-                except APIError as read_error:
-                    logger.debug("samples read-back failed: %s", read_error)
-                    result._fail(ids, f"{error} (could not confirm; not resent)", error)
-                    result.transient = True
+                rest = self._unconfirmed(error, sent, pending, result, deadline)
+                if not rest:
                     return
-                landed = [sid for sid in ids if sid not in missing]
-                result.acked.extend(landed)
-                pending = [row for row in pending if row[0] in missing]
-                if not pending:
-                    return
-                logger.info(
-                    "samples for %s: %d of %d rows landed despite %s; resending the rest",
-                    self._eval_id,
-                    len(landed),
-                    len(ids),
-                    error,
-                )
-                last_error = error
+                pending, last_error = rest, error
                 continue
-            self._stored.update(ids)
+            self._stored(ids, sent.since)
             result.acked.extend(ids)
             return
         result._fail([sid for sid, _ in pending], str(last_error), last_error)
         result.transient = True
 
-    def _post(self, batch: list[Row], deadline: Deadline | None) -> None:
+    def _unconfirmed(
+        self,
+        error: APIError,
+        sent: Sent,
+        pending: list[Row],
+        result: AppendResult,
+        deadline: Deadline | None,
+    ) -> list[Row]:
+        """After an ambiguous failure: read back what landed, and return what may be sent
+        again now, which is nothing while an attempt of it may still be stored."""
+        sent = dataclasses.replace(sent, until=time.time() + self._window())
+        try:
+            found, free = self.settle(sent, deadline)
+        except APIError as read_error:
+            logger.debug("samples read-back failed: %s", read_error)
+            result._fail(sent.ids, f"{error} (could not confirm; not resent)", error)
+            result.transient = True
+            result.doubt.append(sent)
+            return []
+        result.acked.extend(sid for sid in sent.ids if sid in found)
+        rest = [row for row in pending if row[0] not in found]
+        if rest and not free:
+            reason = f"{error} (may still be stored: not resent before it cannot be)"
+            result._fail([sid for sid, _ in rest], reason, error)
+            result.transient = True
+            result.doubt.append(sent)
+            return []
+        if rest:
+            logger.info(
+                "samples for %s: %d of %d rows landed despite %s; resending the rest",
+                self._eval_id,
+                len(pending) - len(rest),
+                len(pending),
+                error,
+            )
+        return rest
+
+    def _window(self) -> float:
+        return inflight_window(APPEND_TIMEOUT)
+
+    def _note(self, batch: list[Row], keys: list[RecordKey], deadline: Deadline | None) -> Sent:
+        """Where the batch will land at the earliest, noted with it before it is sent."""
+        since = self._observe(deadline)
+        ids = tuple(sid for sid, _ in batch)
+        before = (*self._first, *self._latest)
+        until = time.time() + self._window()
+        note = None
+        if self.notes is not None and keys:
+            note = self.notes.open(keys, until, ids=list(ids), since=since, before=list(before))
+        return Sent(ids, since, until, before, note)
+
+    def _forget(self, sent: Sent) -> None:
+        if self.notes is not None and sent.note is not None:
+            self.notes.forget(sent.note)
+
+    def _observe(self, deadline: Deadline | None) -> int:
+        """The evaluation's row count now (at least ``_floor``): one listing request for a
+        page past the rows this writer knows of, so it carries the total and few rows."""
+        try:
+            listing = self._client.request(
+                "GET",
+                self._path,
+                params={"page": self._floor + 1, "limit": 1},
+                idempotent=True,
+                deadline=deadline,
+            )
+        except APIError as error:
+            logger.debug("samples: could not read the row count: %s", error)
+            return self._floor  # a lower bound all the same: only costs a longer read-back
+        total = listing.get("total")
+        if isinstance(total, int) and not isinstance(total, bool) and total > self._floor:
+            self._floor = total
+        return self._floor
+
+    def _stored(self, ids: Sequence[str], since: int) -> None:
+        self._floor = max(self._floor, since + len(ids))
+        for sample_id in ids:
+            if len(self._first) < WITNESSES:
+                self._first.append(sample_id)
+            else:
+                self._latest.append(sample_id)
+
+    def _post(self, batch: list[Row], deadline: Deadline | None, sent: Sent) -> None:
         body = body_of(batch)
+        attempts = 0
+
+        def attempt() -> None:
+            nonlocal attempts
+            if attempts and self.notes is not None:  # a retry may be stored until its end
+                self.notes.extend(sent.note, time.time() + self._window())
+            attempts += 1
+
         try:
             self._client.request(
                 "POST",
@@ -203,43 +331,21 @@ class SampleWriter:
                 idempotent=False,
                 timeout=APPEND_TIMEOUT,
                 deadline=deadline,
+                before_attempt=attempt,
             )
         finally:
             _bodies.sent(len(body))
 
-    def missing(self, ids: Sequence[str], deadline: Deadline | None) -> set[str]:
-        """Which of ``ids`` the platform does not hold, reading pages only as needed."""
-        missing = {sid for sid in ids if sid not in self._stored}
-        if not missing:
-            return missing
-        for sample_id in self._remote_ids(deadline):
-            self._stored.add(sample_id)
-            missing.discard(sample_id)
-            if not missing:
-                break
-        return missing
-
-    def _remote_ids(self, deadline: Deadline | None) -> Iterator[str]:
-        # Every page is read: no source promises the listing's order, so a cached page
-        # position could miss rows. Iteration stops early once the batch is accounted for.
-        page = 1
-        while True:
-            listing = self._client.request(
-                "GET",
-                self._path,
-                params={"page": page, "limit": LIST_PAGE_SIZE},
-                idempotent=True,
-                deadline=deadline,
-            )
-            samples = listing.get("samples") or []
-            for sample in samples:
-                if isinstance(sample, dict):
-                    value = sample.get("sample_id", sample.get("sampleId"))
-                    if value is not None:
-                        yield str(value)
-            if not samples or not listing.get("hasMore", len(samples) >= LIST_PAGE_SIZE):
-                return
-            page += 1
+    def settle(self, sent: Sent, deadline: Deadline | None) -> tuple[set[str], bool]:
+        """Which of ``sent``'s rows the evaluation holds, and whether the others may be sent
+        again (no attempt of ``sent`` can still be stored). Raises ``APIError``."""
+        free = time.time() >= sent.until
+        found = stored_among(
+            self._client, self._eval_id, sent.ids, sent.since, sent.before, deadline
+        )
+        if found:
+            self._stored(sorted(found), sent.since)
+        return found, free
 
 
 def _is_transient(error: APIError) -> bool:
@@ -247,4 +353,13 @@ def _is_transient(error: APIError) -> bool:
     return isinstance(error, (RetryableAPIError, TransportError))
 
 
-__all__ = ["BODY_LIMIT", "ENVELOPE_BYTES", "AppendResult", "SampleWriter", "body_of", "pack"]
+__all__ = [
+    "BODY_LIMIT",
+    "ENVELOPE_BYTES",
+    "AppendResult",
+    "SampleWriter",
+    "Sent",
+    "body_of",
+    "pack",
+    "stored_among",
+]

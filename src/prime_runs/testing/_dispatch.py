@@ -110,6 +110,9 @@ class Dispatcher:
 
     def _pipeline(self, call: Call, wrong_method: bool) -> Reply | None:
         route = call.route
+        held = self._faults.take_hold(route)
+        if held is not None:
+            self._stopping.wait(held)  # then stored, whether its client still waits or not
         stall = self._faults.stall_for(route)
         if stall is not None:
             stall.released.wait(stall.seconds)

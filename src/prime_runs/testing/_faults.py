@@ -40,6 +40,7 @@ class FaultBook:
         self._lock = lock
         self._queued: dict[str, deque[Fault]] = {}
         self._stall: Stall | None = None
+        self._holds: dict[str, deque[float]] = {}
         self._outage: tuple[int, frozenset[str] | None] | None = None
 
     def add(self, route: str, fault: Fault, times: int) -> None:
@@ -54,6 +55,16 @@ class FaultBook:
                 if pending:
                     return pending.popleft()
             return None
+
+    def hold(self, route: str, seconds: float, times: int) -> None:
+        with self._lock:
+            self._holds.setdefault(route, deque()).extend([seconds] * times)
+
+    def take_hold(self, route: str) -> float | None:
+        """Seconds the next request to ``route`` is held before it is handled, if any."""
+        with self._lock:
+            pending = self._holds.get(route)
+            return pending.popleft() if pending else None
 
     def stall(self, route: str | None, seconds: float, after: int = 0) -> None:
         with self._lock:
@@ -94,6 +105,7 @@ class FaultBook:
         """Forget every fault, and release any stalled request."""
         with self._lock:
             self._queued.clear()
+            self._holds.clear()
             self._release_stall()
             self._outage = None
 

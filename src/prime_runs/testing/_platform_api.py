@@ -231,6 +231,8 @@ class PlatformApi:
             if rows is None:
                 return detail(404, _NOT_FOUND)
             start = (page - 1) * limit
+            if self._settings.samples_order == "newest":
+                rows = rows[::-1]
             chunk = rows[start : start + limit]
             total = len(rows)
         return Reply(

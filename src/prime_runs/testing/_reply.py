@@ -21,6 +21,9 @@ class Settings:
     traces_mode: str = "enabled"
     check_time_window: bool = False
     keep_documents: bool = True
+    # The sample listing's order (Appendix B names none): append order, as the SDK assumes;
+    # "newest" lists the latest rows first, for clients that must not rely on the order.
+    samples_order: str = "append"
     base_url: str = ""
     # Teams allowed to register training runs (None: every team); others get 403.
     train_teams: frozenset[str] | None = None

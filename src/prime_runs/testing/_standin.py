@@ -165,6 +165,17 @@ class StandInPlatform(TrainingStandIn):
     def check_time_window(self, value: bool) -> None:
         self._settings.check_time_window = value
 
+    @property
+    def samples_order(self) -> str:
+        """The sample listing's order: ``"append"`` (what the SDK assumes) or ``"newest"`` first."""
+        return self._settings.samples_order
+
+    @samples_order.setter
+    def samples_order(self, value: str) -> None:
+        if value not in ("append", "newest"):
+            raise ValueError(f"samples_order must be 'append' or 'newest', not {value!r}")
+        self._settings.samples_order = value
+
     def env(self) -> dict[str, str]:
         """Environment variables that point the SDK family at this stand-in."""
         url = self.base_url
@@ -206,6 +217,16 @@ class StandInPlatform(TrainingStandIn):
             raise ValueError(f"not an HTTP status: {status}")
         fault = Fault(status, after_processing, retry_after, delay, reset, code)
         self._faults.add(route, fault, times)
+
+    def hold(self, route: str, seconds: float, *, times: int = 1) -> None:
+        """Hold the next ``times`` requests to ``route`` for ``seconds`` each, then handle
+        them as usual: stored whether or not their client is still waiting, as the platform
+        stores a slow request whose client gave up, exited or was killed. Later requests to
+        the route are not held. ``stop()`` releases a held request unhandled."""
+        check_route(route)
+        if times < 1 or seconds < 0:
+            raise ValueError("times must be at least 1 and seconds not negative")
+        self._faults.hold(route, seconds, times)
 
     def stall(self, route: str | None, seconds: float, *, after: int = 0) -> None:
         """Until ``unstall()``, every request to ``route`` (None: all) waits ``seconds``
