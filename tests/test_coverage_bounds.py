@@ -30,11 +30,14 @@ def test_a_read_back_cut_short_finalizes_the_numbers_of_what_it_read_as_partial(
     assert owner.flush(30)
     # A worker on another disk: the owner sees its records only on the platform.
     _workers.run_worker(owner.context(), "w", [0.0] * REMOTE, root=tmp_path / "node-a")
-    # The first pages answer; the next one is held past the read-back's time.
+    # The first pages answer; the next one is held past the read-back's time. (Earlier
+    # listing requests were the appends' row-count reads, of the owner and the worker.)
+    earlier = len(prime_env.requests_for("samples_list"))
     prime_env.stall("samples_list", 60, after=6)
     owner.finish(timeout=10)
 
-    answered = [r for r in prime_env.requests_for("samples_list") if r.status == 200]
+    lists = prime_env.requests_for("samples_list")[earlier:]
+    answered = [r for r in lists if r.status == 200]
     assert len(answered) == 6
     read = sum(int(r.query["limit"]) for r in answered)  # every page full: more followed
     assert 2 < read < REMOTE + 2
@@ -65,6 +68,8 @@ def test_a_read_back_that_completes_is_whole(prime_env: StandInPlatform, tmp_pat
     metrics = finalized(prime_env)
     assert metrics["prime_runs"] == {"traces_episodes_written": 32, SUMMARIZED_KEY: 32}
     assert metrics["avg_reward"] == 2 / 32
-    limits = [int(r.query["limit"]) for r in prime_env.requests_for("samples_list")]
-    assert limits[0] == 1  # a row's weight is unknown until one is read
+    routes = [r.route for r in prime_env.requests]
+    last_append = max(i for i, route in enumerate(routes) if route == "samples_append")
+    read_back = [r for r in prime_env.requests[last_append:] if r.route == "samples_list"]
+    assert int(read_back[0].query["limit"]) == 1  # a row's weight is unknown until one is read
     assert owner.errors == []
