@@ -77,6 +77,7 @@ def configure_exporter(
         "id",
         "kind",
         "training",
+        "register_timeout",  # a raw span never waits for its registration
     }
     unknown = set(settings) - allowed
     if unknown:
@@ -135,6 +136,7 @@ def init(
     training: TrainingSpec | None = None,
     finish_timeout: float | None = None,
     traces_opt_out: bool | None = None,
+    register_timeout: float | None = None,
 ) -> Run:
     """Start a run and return its handle.
 
@@ -147,6 +149,10 @@ def init(
     team registers a training run (``docs/training.md``). 0.1.4's ``finish_timeout``
     (``finish()``'s default timeout) and ``traces_opt_out`` (keep the run off Prime Traces:
     argument > ``PRIME_TRACES_OPT_OUT`` > config file) are accepted too.
+
+    An online run waits at most ``register_timeout`` seconds for the platform to register it
+    (``PRIME_RUNS_REGISTER_TIMEOUT``, else 15 s); past that it goes on under a local id and
+    is registered when the platform answers (``docs/concepts.md``).
     """
     # First statement: locals() is exactly the call's arguments here.
     arguments = dict(locals())

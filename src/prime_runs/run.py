@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import secrets
+import time
 from collections.abc import Mapping
 from typing import Any
 
@@ -60,6 +61,8 @@ class Run:
         self._tracer = tracer
         self._ctx = trace.set_span_in_context(span)
         self._mode = mode
+        # A disabled run's; a run's own are its state's, which change when a registration
+        # lands after init() returned (``_runs/bounded``).
         self._id = run_id or (state.run_id if state else f"disabled-{secrets.token_hex(8)}")
         self._name = name or (state.identity.name if state else self._id)
         # A disabled run's status; for a handle on a join that other handles of this process
@@ -80,7 +83,9 @@ class Run:
 
     @property
     def id(self) -> str:
-        return self._id
+        """The platform's id; a local id while a registration that outlasted
+        ``register_timeout`` is under way, and for an offline run."""
+        return self._state.run_id if self._state else self._id
 
     @property
     def url(self) -> str | None:
@@ -88,7 +93,7 @@ class Run:
 
     @property
     def name(self) -> str:
-        return self._name
+        return self._state.identity.name if self._state else self._name
 
     @property
     def mode(self) -> str:
@@ -161,8 +166,12 @@ class Run:
         ``prime_runs.init()`` in a process whose environment or context carries it, or
         ``init(join=carrier)``, joins this run instead of creating another; only this
         process closes it.
-        Empty for a disabled run.
+        Empty for a disabled run. While a registration that outlasted ``register_timeout``
+        is under way, it waits for it (at most 300 s): a carrier names the platform's id.
         """
+        pending = self._state.registering if self._state is not None else None
+        if pending is not None:  # a worker joined under the local id would upload to no run
+            pending.wait(time.monotonic() + DEFAULT_FINISH_TIMEOUT)
         return carrier(self._span, self.id, self.mode, env=env, kind=self.kind)
 
     @property

@@ -24,6 +24,11 @@ Environment variables:
     ``true`` (or ``1``, ``yes``, ``on``) keeps runs off Prime Traces, as in 0.1.4: their
     episodes go to the legacy sample tables only. ``false``/``0``/``no``/``off`` or blank:
     not opted out. Also read as ``traces_opt_out`` from the config file.
+``PRIME_RUNS_REGISTER_TIMEOUT``
+    Seconds ``init()`` waits for the platform to register an online run (default 15; ``0``:
+    never wait; ``inf``: as long as the platform takes). Past it the run goes on under a
+    local id and is registered when the platform answers. The ``register_timeout=`` keyword
+    wins over it.
 ``TRACEPARENT``, ``BAGGAGE``
     A run to join from another process (W3C carrier; see ``docs/distributed.md``).
 ``PRIME_RUNS_INFLIGHT_WINDOW``
@@ -56,6 +61,7 @@ FRONTEND_URL_ENV = "PRIME_FRONTEND_URL"
 MODE_ENV = "PRIME_RUNS_MODE"
 DIR_ENV = "PRIME_RUNS_DIR"
 TRACES_OPT_OUT_ENV = "PRIME_TRACES_OPT_OUT"
+REGISTER_TIMEOUT_ENV = "PRIME_RUNS_REGISTER_TIMEOUT"
 TRACEPARENT_ENV = "TRACEPARENT"  # W3C carrier of a run to join (see _join.py)
 BAGGAGE_ENV = "BAGGAGE"
 INFLIGHT_WINDOW_ENV = "PRIME_RUNS_INFLIGHT_WINDOW"
@@ -71,6 +77,7 @@ ENV_VARIABLES = (
     MODE_ENV,
     DIR_ENV,
     TRACES_OPT_OUT_ENV,
+    REGISTER_TIMEOUT_ENV,
     TRACEPARENT_ENV,
     BAGGAGE_ENV,
     INFLIGHT_WINDOW_ENV,
@@ -86,6 +93,11 @@ DISABLED = "disabled"
 MODES = (ONLINE, OFFLINE, DISABLED)
 
 _API_PATH = "/api/v1"
+
+#: How long ``init()`` waits for the platform to register a run, in seconds: past it the
+#: run goes on under a local id and registers when the platform answers (about one
+#: request's worth of retries, see ``platform.retry``).
+DEFAULT_REGISTER_TIMEOUT = 15.0
 
 
 def positive_env_int(name: str, default: int) -> int:
@@ -338,12 +350,41 @@ def traces_opt_out(argument: bool | None, config_path: Path | None = None) -> bo
     return bool(value)  # as 0.1.4 read it
 
 
+def check_register_timeout(value: object, source: str = "register_timeout=") -> float:
+    """A registration wait in seconds: a number ``>= 0`` (``inf``: no bound); anything else
+    raises ``ConfigurationError`` naming ``source``."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= 0:
+        raise ConfigurationError(
+            f"{source} {value!r} is not valid: give seconds >= 0 (0: never wait for the "
+            f"platform; inf: as long as it takes), or leave it unset for "
+            f"{DEFAULT_REGISTER_TIMEOUT:g} s"
+        )
+    return float(value)
+
+
+def register_timeout(argument: float | None) -> float:
+    """How long ``init()`` waits for the platform to register a run: ``register_timeout=`` >
+    ``PRIME_RUNS_REGISTER_TIMEOUT`` > 15 s. A variable that is not a number of seconds
+    ``>= 0`` raises ``ConfigurationError``."""
+    if argument is not None:
+        return check_register_timeout(argument)
+    raw = os.environ.get(REGISTER_TIMEOUT_ENV, "").strip()
+    if not raw:
+        return DEFAULT_REGISTER_TIMEOUT
+    try:
+        value: object = float(raw)
+    except ValueError:
+        value = raw
+    return check_register_timeout(value, f"{REGISTER_TIMEOUT_ENV}=")
+
+
 __all__ = [
     "API_KEY_ENV",
     "BASE_URL_ALIAS_ENV",
     "BASE_URL_ENV",
     "DEFAULT_BASE_URL",
     "DEFAULT_FRONTEND_URL",
+    "DEFAULT_REGISTER_TIMEOUT",
     "DEFAULT_TRACES_URL",
     "DIR_ENV",
     "DISABLED",
@@ -352,14 +393,17 @@ __all__ = [
     "MODE_ENV",
     "OFFLINE",
     "ONLINE",
+    "REGISTER_TIMEOUT_ENV",
     "TEAM_ID_ENV",
     "TRACES_OPT_OUT_ENV",
     "TRACES_URL_ENV",
     "Settings",
     "check_api_key",
+    "check_register_timeout",
     "check_url",
     "default_config_path",
     "load_config_file",
     "normalize_api_url",
+    "register_timeout",
     "traces_opt_out",
 ]

@@ -112,7 +112,9 @@ class RunInfo:
             value = source.get("platform")
             if isinstance(value, dict) and isinstance(value.get("id"), str) and value["id"]:
                 return value
-        if self.mode == "online":  # an online run's folder is named by its platform id
+        # An online run's folder is named by its platform id, unless the run was still being
+        # registered (an intent, no id): then its folder has a local id.
+        if self.mode == "online" and "intent" not in self.sync_doc:
             return {"id": self.run_id, "url": None}
         return {}
 

@@ -16,6 +16,7 @@ from typing import Any
 from prime_runs._runid import check_run_id
 from prime_runs.errors import ConfigurationError
 from prime_runs.platform.environments import check_environments_type
+from prime_runs.settings import check_register_timeout
 
 #: Keywords that take a string or None.
 _OPTIONAL_TEXT = (
@@ -60,6 +61,8 @@ def check_arguments(arguments: Mapping[str, Any]) -> None:
     _check_tags(arguments.get("tags"))
     check_environments_type(arguments.get("environments"))
     _check_014_keywords(arguments)
+    if arguments.get("register_timeout") is not None:
+        check_register_timeout(arguments["register_timeout"])
     join = arguments.get("join")
     if join is not None and not isinstance(join, (bool, Mapping)):
         raise ConfigurationError(

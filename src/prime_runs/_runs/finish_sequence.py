@@ -96,7 +96,9 @@ class FinishSequence:
         # Unsent records stay in the journal for sync.
         send_by = _finishing.send_by(deadline, started)
         self.gate.wait_idle(send_by)
-        self._await_registration(send_by)
+        # A platform that has not registered the run has stored nothing of it: waited for
+        # as long as a silent one is (below), then `prime-runs sync` takes over.
+        self._await_registration(min(send_by, started + _finishing.SILENT_GRACE))
         self.status = status
         self.error = error
         self._settle_summary(summary)

@@ -1,4 +1,6 @@
-"""Opening a run: settings, config capture, registration (or the offline fallback), wiring."""
+"""What opening any run needs: its options, settings and config, its description and
+archive, its close-out and sinks. An evaluation opens in ``_runs/eval_open``, a training
+run in ``_runs/training_open``."""
 
 from __future__ import annotations
 
@@ -19,23 +21,13 @@ from prime_runs._journal.archive import RunArchive
 from prime_runs._runs.argcheck import check_arguments
 from prime_runs._runs.config import capture_config
 from prime_runs._runs.reporting import RAISE
-from prime_runs._runs.state import WARN, Closer, Identity, RunState
+from prime_runs._runs.state import WARN, Closer, RunState
 from prime_runs._version import __version__
-from prime_runs.errors import ConfigurationError, EnvironmentResolutionError, PrimeRunsError
+from prime_runs.errors import ConfigurationError
 from prime_runs.exporters._sinks import build_sinks
-from prime_runs.platform._http import PlatformClient
-from prime_runs.platform.environments import coerce_environments, dataset_name
-from prime_runs.platform.evaluations import default_name
+from prime_runs.platform.environments import coerce_environments
 from prime_runs.platform.lifecycle import OnlineLifecycle, Registration, RunDescription
-from prime_runs.settings import (
-    API_KEY_ENV,
-    DIR_ENV,
-    DISABLED,
-    MODE_ENV,
-    OFFLINE,
-    ONLINE,
-    Settings,
-)
+from prime_runs.settings import API_KEY_ENV, DIR_ENV, DISABLED, MODE_ENV, OFFLINE, Settings
 from prime_runs.status import RunStatus
 
 logger = logging.getLogger("prime_runs")
@@ -72,9 +64,12 @@ class RunOptions:
     # A training run (kind="train", training=TrainingSpec) opens in _training_open.
     kind: str = "eval"
     training: object = None
+    # How long init() waits for the platform to register the run (None: the setting's
+    # default, see ``settings.register_timeout``); raw spans never wait.
+    register_timeout: float | None = None
 
 
-def _environments_hint(opts: RunOptions) -> str:
+def environments_hint(opts: RunOptions) -> str:
     if opts.from_span:
         return "set the run span's prime.run.environments attribute (a list of names)"
     return "pass environments=[...] to init()"
@@ -156,113 +151,6 @@ def describe(
         "sdk": f"prime-runs {__version__}",
         "resource": dict(opts.resource),
     }
-
-
-def open_state(opts: RunOptions) -> RunState | None:
-    """Open a run as ``init()`` asked; ``None`` for a disabled run."""
-    settings, config, environments = resolve(opts)
-    if settings.mode == DISABLED:
-        return None
-    root = archive_root(opts.dir)
-    if settings.mode == ONLINE:
-        state = _open_online(opts, settings, config, environments, root)
-        if state is not None:
-            return state
-    return _open_offline(opts, config, environments, root)
-
-
-def _open_offline(
-    opts: RunOptions,
-    config: dict[str, Any],
-    environments: list[Any],
-    root: Path,
-    *,
-    fallback_reason: str | None = None,
-) -> RunState:
-    run_id = local_run_id()
-    name = opts.name or default_name(dataset_name(environments), opts.framework)
-    description = describe(opts, config, environments, OFFLINE)
-    description["name"] = name
-    if fallback_reason:
-        description["offline_because"] = fallback_reason
-    try:
-        archive = RunArchive.create(root, run_id, description)
-    except OSError as exc:
-        raise ConfigurationError(
-            f"cannot write the run archive under {str(root)!r} ({exc.strerror}); pass dir= or "
-            f"set {DIR_ENV} to a writable folder"
-        ) from exc
-    if not environments:  # the platform registers an eval only under an environment
-        logger.warning(
-            "prime-runs: offline run %s names no environment, which the platform needs to "
-            "register it: %s, or upload it later with `prime-runs sync --environment NAME %s`",
-            run_id,
-            _environments_hint(opts),
-            run_id,
-        )
-    return RunState(
-        Identity(run_id, name, OFFLINE),
-        description=description,
-        config=config,
-        archive=archive,
-        on_error=opts.on_error,
-    )
-
-
-def _open_online(
-    opts: RunOptions,
-    settings: Settings,
-    config: dict[str, Any],
-    environments: list[Any],
-    root: Path,
-) -> RunState | None:
-    if not environments and not opts.id:
-        raise ConfigurationError(
-            f"an online eval run needs at least one environment: {_environments_hint(opts)}"
-        )
-    client = PlatformClient(settings)
-    lifecycle = OnlineLifecycle(settings, client=client)
-    try:
-        registration = _register(lifecycle, opts, config, environments)
-    except (ConfigurationError, EnvironmentResolutionError):
-        client.close()
-        raise
-    except PrimeRunsError as exc:
-        client.close()
-        if opts.on_error == RAISE:
-            raise
-        reason = f"{type(exc).__name__}: {exc}"
-        logger.warning(
-            "prime-runs: could not register the run on the platform (%s); it runs offline "
-            "instead and `prime-runs sync` can upload it later",
-            reason,
-        )
-        return _open_offline(opts, config, environments, root, fallback_reason=reason)
-
-    attached = bool(opts.id)
-    description = describe(opts, config, environments, ONLINE)
-    description["name"] = registration.name
-    description["platform"] = {"id": registration.id, "url": registration.url}
-    description["attached"] = attached
-    state = RunState(
-        Identity(registration.id, registration.name, ONLINE, url=registration.url),
-        description=description,
-        config=config,
-        archive=online_archive(opts, root, registration.id, description),
-        on_error=opts.on_error,
-        closer=closer(lifecycle, registration, config, attached),
-    )
-    wire_sinks(state, settings, registration, opts, context=upload_context_of(opts))
-    return state
-
-
-def _register(
-    lifecycle: OnlineLifecycle, opts: RunOptions, config: dict[str, Any], environments: list[Any]
-) -> Registration:
-    """The run's evaluation: the one a launcher created (``id=``), or a new one."""
-    if opts.id:
-        return lifecycle.attach(opts.id)
-    return register_eval(lifecycle, opts, config, environments)
 
 
 def register_eval(

@@ -1,16 +1,17 @@
-"""A raw ``run`` span's run, registered off the thread that started the span.
+"""A run registered off the thread that opened it: a raw ``run`` span's, or an ``init()``
+run the platform did not register within ``register_timeout`` (``_runs/bounded``).
 
-OpenTelemetry's ``on_start`` must not wait on the network. The run opens at once under a
-local id, with its journal; records logged meanwhile are journaled and held for the sinks.
-A short-lived thread creates the evaluation as ``prime-runs sync`` registers an offline
-run (an intent in the archive first, so a crash mid-create never leads to a second
-evaluation), then attaches the sinks, which stamp the earlier records with the platform's
-id as they send them. If the platform refuses, the run goes on offline, as ``init()``
-would have. ``finish()`` waits for the outcome within its deadline (``_latch.Pending``).
+OpenTelemetry's ``on_start`` must not wait on the network, nor ``init()`` past its bound.
+The run opens at once under a local id, with its journal; records logged meanwhile are
+journaled and held for the sinks. A short-lived thread registers the run (an intent in the
+archive first, so a crash mid-create never leads to a second evaluation), then attaches the
+sinks, which stamp the earlier records with the platform's id as they send them. If the
+platform refuses, the run goes on offline, as ``init()`` would have. ``finish()`` waits for
+the outcome within its deadline (``_latch.Pending``).
 
 The thread (``begin``) is the same for every kind of run: what differs is how the run is
-created and what it is given once it is (``Registered``). A training run's is in
-``_runs/training_open``.
+created and what it is given once it is (``Registered``). An evaluation's is in
+``_runs/eval_open``, a training run's in ``_runs/training_open``.
 """
 
 from __future__ import annotations
@@ -21,22 +22,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-import prime_runs._runs.opening as _open
-import prime_runs._runs.register_once as register_once
 from prime_runs import semconv
 from prime_runs._runs.latch import Pending
 from prime_runs._runs.state import Closer, Identity, RunState
-from prime_runs.errors import ConfigurationError
-from prime_runs.exporters._sinks import build_sinks
-from prime_runs.platform._http import PlatformClient
-from prime_runs.platform.environments import dataset_name
-from prime_runs.platform.evaluations import default_name
-from prime_runs.platform.lifecycle import OnlineLifecycle, Registration
-from prime_runs.settings import ONLINE, Settings
 
 logger = logging.getLogger("prime_runs")
-
-SINK_NAMES = (("traces", "traces"), ("eval_samples", "samples"))
 
 
 @dataclass
@@ -99,73 +89,6 @@ def _offline(state: RunState, reason: str, on_offline: Callable[[], None] | None
         on_offline()
     # Before finish() hears of it: a sync right after the run ended sees an offline run.
     _write_offline(state)
-
-
-def open_raw(opts: _open.RunOptions) -> RunState | None:
-    """Open a raw run span's evaluation without waiting on the network; ``None`` when
-    disabled."""
-    settings, config, environments = _open.resolve(opts)
-    if settings.mode != ONLINE or opts.id:  # offline, disabled, or attached: no request
-        return _open.open_state(opts)
-    if not environments:
-        raise ConfigurationError(
-            "an online eval run needs at least one environment: set the run span's "
-            "prime.run.environments attribute (a list of names)"
-        )
-    root = _open.archive_root(opts.dir)
-    local_id = _open.local_run_id()
-    description = _open.describe(opts, config, environments, ONLINE)
-    description["name"] = opts.name or default_name(dataset_name(environments), opts.framework)
-    state = RunState(
-        Identity(local_id, description["name"], ONLINE, local=True),
-        description=description,
-        config=config,
-        archive=_open.online_archive(opts, root, local_id, description),
-        on_error=opts.on_error,
-    )
-    state.delivery.expect(
-        [name for name, flag in SINK_NAMES if getattr(opts, flag)],
-    )
-    begin(state, lambda: _register(state, opts, settings, environments))
-    return state
-
-
-def _register(
-    state: RunState, opts: _open.RunOptions, settings: Settings, environments: list[Any]
-) -> Registered:
-    client = PlatformClient(settings)
-    lifecycle = OnlineLifecycle(settings, client=client)
-    try:
-        registration = _create(state, opts, lifecycle, client, environments)
-    except BaseException:
-        client.close()
-        raise
-    identity = Identity(registration.id, registration.name, ONLINE, url=registration.url)
-    sinks = build_sinks(
-        settings,
-        registration.id,
-        _open.upload_context_of(opts),
-        traces=opts.traces,
-        samples=opts.samples,
-    )
-    closer = _open.closer(lifecycle, registration, state.config, attached=False)
-    return Registered(identity, closer, sinks, lifecycle.shutdown)
-
-
-def _create(
-    state: RunState,
-    opts: _open.RunOptions,
-    lifecycle: OnlineLifecycle,
-    client: PlatformClient,
-    environments: list[Any],
-) -> Registration:
-    name = str(state.description["name"])
-    if state.archive is not None:
-        # An intent first (see register_once): a crash mid-create is reconciled by sync.
-        found = register_once.register(state.archive, lifecycle.settings, client, claimed=set())
-        url = found.get("url")
-        return Registration(str(found["id"]), name, url if isinstance(url, str) else None)
-    return _open.register_eval(lifecycle, opts, state.config, environments)
 
 
 def _write_offline(state: RunState) -> None:

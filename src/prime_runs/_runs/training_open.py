@@ -1,7 +1,8 @@
 """Opening a training run: register it (or attach with ``id=``), wire its sinks, and the
 close-out that finalizes it or sets its status (contract Appendix A). ``init()`` registers
-before it returns; a raw ``run`` span's training run is registered off the thread that
-started the span, through ``registering.begin`` as a raw span's evaluation is."""
+before it returns, unless the platform takes longer than ``register_timeout``
+(``_runs/bounded``); then, and for a raw ``run`` span's training run, the run is registered
+off the thread that opened it, through ``registering.begin`` as an evaluation is."""
 
 from __future__ import annotations
 
@@ -11,10 +12,12 @@ import time
 from pathlib import Path
 from typing import Any
 
+import prime_runs._runs.bounded as _bounded
 import prime_runs._runs.finishing as _finishing
 import prime_runs._runs.training_register as training_register
 from prime_runs._delivery.provenance import upload_context
 from prime_runs._journal.archive import RunArchive
+from prime_runs._runs.eval_open import open_raw, open_state
 from prime_runs._runs.opening import (
     RunOptions,
     archive_root,
@@ -22,17 +25,17 @@ from prime_runs._runs.opening import (
     describe,
     local_run_id,
     online_archive,
-    open_state,
     resolve,
 )
-from prime_runs._runs.registering import Registered, begin, open_raw
+from prime_runs._runs.registering import Registered, begin
 from prime_runs._runs.state import Closer, Identity, RunState
 from prime_runs._runs.training import TrainingSide, check_kind, side_of
-from prime_runs.errors import ConfigurationError
+from prime_runs.errors import ConfigurationError, PrimeRunsError
 from prime_runs.exporters._sinks import build_sinks
 from prime_runs.exporters.metrics import SINK_NAME
 from prime_runs.exporters.train_samples import SINK_NAME as SAMPLES_SINK
 from prime_runs.exporters.train_samples import TrainSamplesSink, parquet_available
+from prime_runs.platform._http import is_ambiguous
 from prime_runs.platform.training import (
     NEEDS_MODEL,
     TRAIN,
@@ -41,7 +44,7 @@ from prime_runs.platform.training import (
     TrainingSpec,
     register_body,
 )
-from prime_runs.settings import DISABLED, OFFLINE, ONLINE, Settings
+from prime_runs.settings import DISABLED, OFFLINE, ONLINE, Settings, register_timeout
 from prime_runs.status import RunStatus
 
 logger = logging.getLogger("prime_runs")
@@ -67,7 +70,14 @@ def open_training(opts: RunOptions) -> RunState | None:
         return _open_offline(opts, spec, config, environments, root, settings.team_id)
     platform = TrainingPlatform(settings)
     try:
-        registration = _register(platform, opts, settings, spec, config, environments)
+        if opts.id:  # attaching sends no request
+            registration = platform.attach(opts.id, opts.name)
+        else:
+            body = _register_body(opts, settings, spec, config, environments)
+            attempt = _bounded.Attempt(lambda: platform.register(body))
+            if not attempt.within(register_timeout(opts.register_timeout)):
+                return _open_late(opts, settings, spec, config, environments, platform, attempt)
+            registration = attempt.result()
     except BaseException:
         platform.shutdown()
         raise
@@ -139,6 +149,21 @@ def _open_raw_training(opts: RunOptions) -> RunState | None:
         return open_training(opts)
     # What the platform requires is checked now: a span that cannot register is not tracked.
     _register_body(opts, settings, spec, config, environments)
+    state, side = _local_state(opts, spec, config, environments, settings)
+    how = _RawTraining(state, side, opts, settings, spec, environments)
+    begin(state, how.register, side.went_offline)
+    return state
+
+
+def _local_state(
+    opts: RunOptions,
+    spec: TrainingSpec,
+    config: dict[str, Any],
+    environments: list[Any],
+    settings: Settings,
+) -> tuple[RunState, TrainingSide]:
+    """An online training run not registered yet: a local id, its journal, and its rows
+    and records held for the sinks it will have."""
     local_id = local_run_id()
     description = _describe(opts, spec, config, environments, ONLINE, settings.team_id)
     description["name"] = name = opts.name or f"train-{local_id}"
@@ -153,9 +178,64 @@ def _open_raw_training(opts: RunOptions) -> RunState | None:
     side = TrainingSide(state, None, archive, expect=True)
     state.training = side  # type: ignore[attr-defined]
     state.delivery.expect(_record_sinks(opts))
-    how = _RawTraining(state, side, opts, settings, spec, environments)
-    begin(state, how.register, side.went_offline)
+    return state, side
+
+
+def _open_late(
+    opts: RunOptions,
+    settings: Settings,
+    spec: TrainingSpec,
+    config: dict[str, Any],
+    environments: list[Any],
+    platform: TrainingPlatform,
+    attempt: _bounded.Attempt[TrainingRegistration],
+) -> RunState:
+    """``init()`` waited ``register_timeout`` for the register request: the run goes on
+    locally, and is registered by the request still under way when the platform answers."""
+    state, side = _local_state(opts, spec, config, environments, settings)
+    _bounded.note_intent(state, attempt)  # a crash before the answer: sync asks, never resends
+    local_id = state.run_id
+
+    def register() -> Registered:
+        try:
+            registration = _bounded.landed(state, attempt)
+        except BaseException as exc:
+            platform.shutdown()
+            if isinstance(exc, PrimeRunsError) and not is_ambiguous(exc):
+                _bounded.forget_intent(state)  # certainly not registered: sync may register
+            raise
+        where = {"id": registration.id, "url": registration.url, "name": registration.name}
+        _bounded.record_platform(state, where)
+        _bounded.say_registered(local_id, registration.id, registration.url)
+        return _registered(state, side, opts, settings, platform, registration)
+
+    begin(state, register, side.went_offline)
+    _bounded.warn_late(state, register_timeout(opts.register_timeout))
     return state
+
+
+def _registered(
+    state: RunState,
+    side: TrainingSide,
+    opts: RunOptions,
+    settings: Settings,
+    platform: TrainingPlatform,
+    registration: TrainingRegistration,
+) -> Registered:
+    """What a training run registered off its thread is given: identity, sinks, rows."""
+    try:
+        sinks = _sinks(settings, opts, platform, registration.id)
+    except BaseException:
+        platform.shutdown()
+        raise
+    run_id = registration.id
+    identity = Identity(run_id, registration.name, ONLINE, registration.url, TRAIN)
+
+    def rows(local_id: str) -> None:
+        side.registered(platform, run_id, local_id)
+
+    closer = _closer(platform, registration)
+    return Registered(identity, closer, sinks, platform.shutdown, [rows])
 
 
 class _RawTraining:
@@ -177,18 +257,11 @@ class _RawTraining:
         platform = TrainingPlatform(self._settings)
         try:
             registration = self._create(platform)
-            sinks = _sinks(self._settings, self._opts, platform, registration.id)
         except BaseException:
             platform.shutdown()
             raise
-        run_id = registration.id
-        identity = Identity(run_id, registration.name, ONLINE, registration.url, TRAIN)
-
-        def rows(local_id: str) -> None:
-            self._side.registered(platform, run_id, local_id)
-
-        closer = _closer(platform, registration)
-        return Registered(identity, closer, sinks, platform.shutdown, [rows])
+        args = (self._state, self._side, self._opts, self._settings)
+        return _registered(*args, platform, registration)
 
     def _create(self, platform: TrainingPlatform) -> TrainingRegistration:
         state = self._state
