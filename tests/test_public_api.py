@@ -37,6 +37,7 @@ EXPECTED = {
     "UnauthorizedError",
     "ValidationRejectedError",
     "__version__",
+    "ainit",
     "configure_exporter",
     "current_run",
     "init",

@@ -18,6 +18,7 @@ from prime_runs._version import __version__
 
 if TYPE_CHECKING:
     from prime_runs import metrics, projection, semconv
+    from prime_runs._ainit import ainit
     from prime_runs._joining import join
     from prime_runs._runs.config import CONFIG_SOURCE_KEY, ConfigSource
     from prime_runs.api import configure_exporter, current_run, init, log_episodes, log_traces
@@ -55,6 +56,7 @@ _ERRORS = tuple(importlib.import_module(".errors", __name__).__all__)
 #: Public name -> the module that defines it (a submodule maps to itself).
 _SOURCES: dict[str, str] = {
     **{name: ".errors" for name in _ERRORS},
+    "ainit": "._ainit",
     "CONFIG_SOURCE_KEY": "._runs.config",
     "ConfigSource": "._runs.config",
     "configure_exporter": ".api",
@@ -123,6 +125,7 @@ __all__ = [
     "UnauthorizedError",
     "ValidationRejectedError",
     "__version__",
+    "ainit",
     "configure_exporter",
     "current_run",
     "init",

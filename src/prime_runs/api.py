@@ -152,7 +152,8 @@ def init(
 
     An online run waits at most ``register_timeout`` seconds for the platform to register it
     (``PRIME_RUNS_REGISTER_TIMEOUT``, else 15 s); past that it goes on under a local id and
-    is registered when the platform answers (``docs/concepts.md``).
+    is registered when the platform answers (``docs/concepts.md``). In a coroutine,
+    ``await prime_runs.ainit(...)`` (or ``async with``) does the same off the event loop.
     """
     # First statement: locals() is exactly the call's arguments here.
     arguments = dict(locals())

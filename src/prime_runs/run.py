@@ -18,6 +18,7 @@ import prime_runs._runs.exithooks as _exit
 import prime_runs._runs.training as _training
 from prime_runs import semconv
 from prime_runs._records.encode import EPISODE
+from prime_runs._runs.aio import AsyncFace
 from prime_runs._runs.closeouts import CRASH_REASON
 from prime_runs._runs.config import CONFIG_SOURCE_KEY, ConfigSource
 from prime_runs._runs.emptyrun import warn_if_empty
@@ -39,11 +40,13 @@ from prime_runs.status import RunStatus
 logger = logging.getLogger("prime_runs")
 
 
-class Run:
-    """A tracked run. Create it with ``prime_runs.init()``.
+class Run(AsyncFace):
+    """A tracked run. Create it with ``prime_runs.init()`` (``prime_runs.ainit()`` in a
+    coroutine).
 
     Every method is safe to call from any thread; under ``on_error="warn"``
-    (the default) none of them raises because of the platform.
+    (the default) none of them raises because of the platform. ``aflush()``,
+    ``afinish()`` and ``async with`` are the same calls off the event loop (``_runs/aio``).
     """
 
     def __init__(
@@ -390,11 +393,18 @@ class Run:
         return self
 
     def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> None:
+        self._leave()
+        self._end_block(exc)
+
+    def _leave(self) -> None:
         if self._tokens:
             try:
                 otel_context.detach(self._tokens.pop())  # type: ignore[arg-type]
             except Exception:
                 pass
+
+    def _end_block(self, exc: BaseException | None) -> None:
+        """Leaving ``with run:`` (or ``async with``): finished as ``exc`` says."""
         try:
             self.finish(None, *exit_outcome(exc))
         except Exception:

@@ -1,0 +1,71 @@
+"""``pr.ainit()``: ``init()`` off the event loop, awaited or entered with ``async with``.
+
+``pr.init()`` blocks its caller while the platform registers the run (at most
+``register_timeout``); on an event loop that stalls every task. ``ainit()`` runs the same
+call on a thread of its own (``_runs/aio``), in the caller's context (so it joins the run
+the current context carries, as ``init()`` would), with the same arguments, errors and
+bound.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+from collections.abc import Callable, Generator
+from typing import Any
+
+import prime_runs._runs.exithooks as _exit
+from prime_runs._runs.aio import off_loop
+from prime_runs._runs.argcheck import check_arguments
+from prime_runs.api import init
+from prime_runs.run import Run
+from prime_runs.status import RunStatus
+
+
+class Starting:
+    """What ``ainit()`` returns: ``await`` it for the ``Run``, or ``async with`` it (the run
+    is this task's context inside; leaving finishes it off the loop, as ``with run:``)."""
+
+    def __init__(self, start: Callable[[], Run], handle_signals: bool) -> None:
+        self._start = start
+        self._handle_signals = handle_signals
+        self._run: Run | None = None
+
+    def __await__(self) -> Generator[Any, None, Run]:
+        return self._open().__await__()
+
+    async def _open(self) -> Run:
+        if self._run is None:
+            # A run started for a task cancelled meanwhile is closed, not left to crash at exit.
+            self._run = await off_loop(self._start, dropped=_cancelled)
+            if self._handle_signals:
+                _exit.install_signal_handlers()  # signals are handled on the main thread only
+        return self._run
+
+    async def __aenter__(self) -> Run:
+        run = await self._open()
+        return await run.__aenter__()
+
+    async def __aexit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> None:
+        if self._run is not None:
+            await self._run.__aexit__(exc_type, exc, tb)
+
+
+def _cancelled(run: Run) -> None:
+    run.finish(status=RunStatus.CANCELLED, error="interrupted")
+
+
+def ainit(*args: Any, **kwargs: Any) -> Starting:
+    """``init()`` without blocking the event loop: the same arguments, errors and
+    ``register_timeout``. ``run = await pr.ainit(...)``, or
+    ``async with pr.ainit(...) as run:`` (an exception leaving the block fails the run,
+    ``asyncio.CancelledError`` cancels it, as ``with run:`` does). See ``docs/concepts.md``."""
+    handle_signals = kwargs.pop("handle_signals", False)
+    check_arguments({"handle_signals": handle_signals})  # as init() would, at once
+    return Starting(functools.partial(init, *args, **kwargs), handle_signals)
+
+
+# help() and editors show init()'s keywords.
+ainit.__signature__ = inspect.signature(init).replace(  # type: ignore[attr-defined]
+    return_annotation=Starting
+)

@@ -1,0 +1,112 @@
+"""The async face of a run: ``await run.aflush()``, ``await run.afinish()``, ``async with``.
+
+Each runs its sync counterpart on a thread of its own (``off_loop``), so the event loop
+never waits on the platform, with the same guarantees: the same statuses, timeouts, return
+values and errors, and the same idempotence. Not the loop's default executor: a finish
+must not queue behind the application's own blocking work there, nor be cut short by the
+executor's shutdown when ``asyncio.run()`` returns. The thread is not a daemon, so the
+interpreter lets a finish whose caller was cancelled complete (within its timeout) before
+the exit hooks run. The log calls stay synchronous: they never wait on the network.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import functools
+import threading
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from prime_runs.status import RunStatus
+
+if TYPE_CHECKING:
+    import asyncio
+
+T = TypeVar("T")
+
+
+async def off_loop(call: Callable[[], T], *, dropped: Callable[[T], object] | None = None) -> T:
+    """``call()`` on a thread of its own, in a copy of the caller's context (its
+    OpenTelemetry context included); its result or exception, awaited. Cancelling the
+    awaiting task does not stop the call: it runs to its end, and a result nobody awaits any
+    more goes to ``dropped``, on a thread of its own."""
+    import asyncio  # loaded by whoever awaits this; importing prime_runs does not need it
+
+    loop = asyncio.get_running_loop()
+    future: asyncio.Future[T] = loop.create_future()
+    context = contextvars.copy_context()
+
+    def work() -> None:
+        try:
+            outcome: tuple[bool, Any] = (True, context.run(call))
+        except BaseException as exc:  # handed to the awaiting task
+            outcome = (False, exc)
+        try:
+            loop.call_soon_threadsafe(_settle, future, outcome, dropped)
+        except RuntimeError:
+            pass  # the loop is closed: nobody awaits the outcome any more
+
+    threading.Thread(target=work, name="prime-runs-async").start()
+    return await future
+
+
+def _settle(
+    future: asyncio.Future[Any], outcome: tuple[bool, Any], dropped: Callable[[Any], object] | None
+) -> None:
+    ok, value = outcome
+    if future.done():  # the awaiting task was cancelled
+        if ok and dropped is not None:
+            threading.Thread(target=dropped, args=(value,), name="prime-runs-async").start()
+        return
+    if ok:
+        future.set_result(value)
+    else:
+        future.set_exception(value)
+
+
+class AsyncFace:
+    """``Run``'s async methods, each its sync method off the event loop."""
+
+    if TYPE_CHECKING:
+
+        def flush(self, timeout: float | None = 30.0) -> bool: ...
+
+        def finish(
+            self,
+            summary: Mapping[str, Any] | None = None,
+            status: RunStatus | str = RunStatus.COMPLETED,
+            error: str | BaseException | None = None,
+            *,
+            timeout: float | None = None,
+        ) -> None: ...
+
+        def __enter__(self) -> Any: ...
+
+        def _leave(self) -> None: ...
+
+        def _end_block(self, exc: BaseException | None) -> None: ...
+
+    async def aflush(self, timeout: float | None = 30.0) -> bool:
+        """``flush()`` without blocking the event loop: the same wait, the same return value
+        (whether every record logged so far is stored by every sink) and errors."""
+        return await off_loop(functools.partial(self.flush, timeout))
+
+    async def afinish(
+        self,
+        summary: Mapping[str, Any] | None = None,
+        status: RunStatus | str = RunStatus.COMPLETED,
+        error: str | BaseException | None = None,
+        *,
+        timeout: float | None = None,
+    ) -> None:
+        """``finish()`` without blocking the event loop: the same drain, close-out, timeout
+        and errors; idempotent (the first call's status wins, sync or async). Cancelling
+        the await does not stop it: the run still closes, within ``timeout``."""
+        await off_loop(functools.partial(self.finish, summary, status, error, timeout=timeout))
+
+    async def __aenter__(self) -> Any:
+        return self.__enter__()  # the run becomes this task's context; nothing waits
+
+    async def __aexit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> None:
+        self._leave()  # on the task that entered: its context, not the finishing thread's
+        await off_loop(functools.partial(self._end_block, exc))
