@@ -301,3 +301,30 @@ def test_async_with_join_drains_off_the_loop_and_the_owner_closes_the_run(
     owner.finish()
     assert len(prime_env.episode_writes) == 100
     assert prime_env.evaluations[owner.id]["finalize_count"] == 1
+
+
+def test_a_task_cancelled_during_ainit_leaves_no_open_run(prime_env: StandInPlatform) -> None:
+    prime_env.stall("eval_create", 60)  # until unstall()
+
+    async def main() -> None:
+        task = asyncio.create_task(pr.ainit(name="abandoned", environments=["gsm8k"]))
+        until = time.monotonic() + 20
+        while not prime_env.requests_for("env_resolve") and time.monotonic() < until:
+            await asyncio.sleep(0.01)  # init() is under way on its thread
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    try:
+        asyncio.run(main())
+    finally:
+        prime_env.unstall()  # init() gets its evaluation now, and nobody awaits the run
+    until = time.monotonic() + 30
+    while time.monotonic() < until:
+        stored = list(prime_env.evaluations.values())
+        if stored and stored[0].get("status") == "CANCELLED":
+            break
+        time.sleep(0.05)
+    (evaluation,) = prime_env.evaluations.values()
+    assert (evaluation["status"], evaluation["error_message"]) == ("CANCELLED", "interrupted")
+    assert pr.current_run() is None  # closed, not left to crash at exit

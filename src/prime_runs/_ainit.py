@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import functools
 import inspect
-from collections.abc import Callable, Generator
+from collections.abc import Callable, Coroutine, Generator
 from typing import Any
 
 import prime_runs._runs.exithooks as _exit
@@ -22,29 +22,39 @@ from prime_runs.run import Run
 from prime_runs.status import RunStatus
 
 
-class Starting:
-    """What ``ainit()`` returns: ``await`` it for the ``Run``, or ``async with`` it (the run
-    is this task's context inside; leaving finishes it off the loop, as ``with run:``)."""
+class Starting(Coroutine[Any, Any, Run]):
+    """What ``ainit()`` returns: a coroutine (``await`` it, or hand it to
+    ``asyncio.create_task``) for the ``Run``, and an async context manager (the run is this
+    task's context inside; leaving finishes it off the loop, as ``with run:``)."""
 
     def __init__(self, start: Callable[[], Run], handle_signals: bool) -> None:
-        self._start = start
-        self._handle_signals = handle_signals
+        self._opening = self._open(start, handle_signals)
         self._run: Run | None = None
 
-    def __await__(self) -> Generator[Any, None, Run]:
-        return self._open().__await__()
+    async def _open(self, start: Callable[[], Run], handle_signals: bool) -> Run:
+        # A run started for a task cancelled meanwhile is closed, not left to crash at exit.
+        run = await off_loop(start, dropped=_cancelled)
+        if handle_signals:
+            _exit.install_signal_handlers()  # signals are handled on the main thread only
+        return run
 
-    async def _open(self) -> Run:
-        if self._run is None:
-            # A run started for a task cancelled meanwhile is closed, not left to crash at exit.
-            self._run = await off_loop(self._start, dropped=_cancelled)
-            if self._handle_signals:
-                _exit.install_signal_handlers()  # signals are handled on the main thread only
-        return self._run
+    def __await__(self) -> Generator[Any, None, Run]:
+        return self._opening.__await__()
+
+    def send(self, value: Any) -> Any:
+        return self._opening.send(value)
+
+    def throw(self, typ: Any, val: Any = None, tb: Any = None) -> Any:
+        if val is None and tb is None:
+            return self._opening.throw(typ)
+        return self._opening.throw(typ, val, tb)
+
+    def close(self) -> None:
+        self._opening.close()
 
     async def __aenter__(self) -> Run:
-        run = await self._open()
-        return await run.__aenter__()
+        self._run = await self._opening
+        return await self._run.__aenter__()
 
     async def __aexit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> None:
         if self._run is not None:

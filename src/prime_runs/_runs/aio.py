@@ -34,6 +34,7 @@ async def off_loop(call: Callable[[], T], *, dropped: Callable[[T], object] | No
 
     loop = asyncio.get_running_loop()
     future: asyncio.Future[T] = loop.create_future()
+    handoff = _Handoff(dropped)
     context = contextvars.copy_context()
 
     def work() -> None:
@@ -41,23 +42,54 @@ async def off_loop(call: Callable[[], T], *, dropped: Callable[[T], object] | No
             outcome: tuple[bool, Any] = (True, context.run(call))
         except BaseException as exc:  # handed to the awaiting task
             outcome = (False, exc)
+        if not handoff.deliver(outcome):
+            return  # the awaiting task was cancelled first: ``dropped`` has the result
         try:
-            loop.call_soon_threadsafe(_settle, future, outcome, dropped)
-        except RuntimeError:
-            pass  # the loop is closed: nobody awaits the outcome any more
+            loop.call_soon_threadsafe(_settle, future, outcome, handoff)
+        except RuntimeError:  # the loop closed meanwhile
+            handoff.drop(outcome)
 
     threading.Thread(target=work, name="prime-runs-async").start()
-    return await future
+    try:
+        return await future
+    except asyncio.CancelledError:
+        handoff.abandon()
+        raise
 
 
-def _settle(
-    future: asyncio.Future[Any], outcome: tuple[bool, Any], dropped: Callable[[Any], object] | None
-) -> None:
-    ok, value = outcome
-    if future.done():  # the awaiting task was cancelled
-        if ok and dropped is not None:
-            threading.Thread(target=dropped, args=(value,), name="prime-runs-async").start()
+class _Handoff:
+    """Who gets a result: the awaiting task, or ``dropped`` once that task gave up."""
+
+    def __init__(self, dropped: Callable[[Any], object] | None) -> None:
+        self._dropped = dropped
+        self._lock = threading.Lock()
+        self._abandoned = False
+        self._delivered = False
+
+    def abandon(self) -> None:
+        with self._lock:
+            self._abandoned = not self._delivered
+
+    def deliver(self, outcome: tuple[bool, Any]) -> bool:
+        """On the worker thread: whether the awaiting task still waits for ``outcome``."""
+        with self._lock:
+            if not self._abandoned:
+                self._delivered = True
+                return True
+        self.drop(outcome)
+        return False
+
+    def drop(self, outcome: tuple[bool, Any]) -> None:
+        ok, value = outcome
+        if ok and self._dropped is not None:
+            threading.Thread(target=self._dropped, args=(value,), name="prime-runs-async").start()
+
+
+def _settle(future: asyncio.Future[Any], outcome: tuple[bool, Any], handoff: _Handoff) -> None:
+    if future.done():  # the awaiting task was cancelled after the outcome was handed over
+        handoff.drop(outcome)
         return
+    ok, value = outcome
     if ok:
         future.set_result(value)
     else:
