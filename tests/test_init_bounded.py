@@ -26,6 +26,7 @@ from prime_runs.testing import StandInPlatform
 
 REGISTER_TIMEOUT_ENV = "PRIME_RUNS_REGISTER_TIMEOUT"
 MARGIN = 3.0  # seconds over the bound: init()'s own work on a loaded machine
+SPEC = pr.TrainingSpec(max_steps=4, batch_size=8, rollouts_per_example=4)
 
 
 def _late_init(platform: StandInPlatform, bound: float | None, **init: object) -> tuple:
@@ -100,10 +101,16 @@ def test_the_bound_comes_from_the_environment_and_bad_values_are_refused(
     monkeypatch.setenv(REGISTER_TIMEOUT_ENV, "soon")
     with pytest.raises(pr.ConfigurationError, match=f"{REGISTER_TIMEOUT_ENV}= 'soon'"):
         pr.init(name="bad", environments=["gsm8k"])
+    with pytest.raises(pr.ConfigurationError, match=REGISTER_TIMEOUT_ENV):
+        pr.init(kind="train", model="m", environments=["gsm8k"], team_id="t", training=SPEC)
+    monkeypatch.delenv(REGISTER_TIMEOUT_ENV)
     for bad in (float("nan"), -1, "15", True):
         with pytest.raises(pr.ConfigurationError, match="register_timeout="):
             pr.init(name="bad", environments=["gsm8k"], register_timeout=bad)  # type: ignore[arg-type]
-    assert len(prime_env.evaluations) == 1  # nothing was registered for them
+    pr.init(name="good", environments=["gsm8k"]).finish()
+    # Refused before any request: only the two good runs resolved their environment.
+    assert len(prime_env.requests_for("env_resolve")) == 2
+    assert len(prime_env.evaluations) == 2 and prime_env.training_runs == {}
 
 
 def test_a_registration_refused_after_the_bound_leaves_the_run_offline(
@@ -176,9 +183,6 @@ def test_a_producer_killed_before_the_platform_answered_is_registered_once_by_sy
     (eval_id,) = prime_env.evaluations  # sync found that one: no second evaluation
     assert prime_env.episodes["ep-1"]["run"]["id"] == eval_id
     assert prime_env.evaluations[eval_id]["status"] == "FAILED"  # it crashed
-
-
-SPEC = pr.TrainingSpec(max_steps=4, batch_size=8, rollouts_per_example=4)
 
 
 def test_a_training_run_is_bounded_the_same_way(prime_env: StandInPlatform) -> None:

@@ -103,18 +103,18 @@ def _open_online(
         raise ConfigurationError(
             f"an online eval run needs at least one environment: {environments_hint(opts)}"
         )
+    waited = register_timeout(opts.register_timeout)  # a bad setting raises before a request
     client = PlatformClient(settings)
     lifecycle = OnlineLifecycle(settings, client=client)
     attempt = None
     if not opts.id:  # attaching sends no request
         # Named here, not by the create: a late registration is looked up by its name.
         name = opts.name or default_name(dataset_name(environments), opts.framework)
-        opts = dataclasses.replace(opts, name=name)
-        named = opts
+        opts = named = dataclasses.replace(opts, name=name)
         attempt = _bounded.Attempt(lambda: register_eval(lifecycle, named, config, environments))
-        waited = register_timeout(opts.register_timeout)
         if not attempt.within(waited):
-            return _open_late(opts, settings, config, environments, root, lifecycle, attempt)
+            args = (opts, settings, config, environments, root)
+            return _open_late(*args, lifecycle, attempt, waited)
     try:
         registration = attempt.result() if attempt else lifecycle.attach(str(opts.id))
     except (ConfigurationError, EnvironmentResolutionError):
@@ -176,6 +176,7 @@ def _open_late(
     root: Path,
     lifecycle: OnlineLifecycle,
     attempt: _bounded.Attempt[Registration],
+    waited: float,
 ) -> RunState:
     """``init()`` waited ``register_timeout`` for the create: the run goes on locally, and
     is registered by the request still under way when the platform answers."""
@@ -195,7 +196,7 @@ def _open_late(
         return _registered(state, opts, settings, lifecycle, registration)
 
     begin(state, register)
-    _bounded.warn_late(state, register_timeout(opts.register_timeout))
+    _bounded.warn_late(state, waited)
     return state
 
 

@@ -68,6 +68,7 @@ def open_training(opts: RunOptions) -> RunState | None:
     root = archive_root(opts.dir)
     if settings.mode == OFFLINE:
         return _open_offline(opts, spec, config, environments, root, settings.team_id)
+    waited = register_timeout(opts.register_timeout)  # a bad setting raises before a request
     platform = TrainingPlatform(settings)
     try:
         if opts.id:  # attaching sends no request
@@ -75,8 +76,9 @@ def open_training(opts: RunOptions) -> RunState | None:
         else:
             body = _register_body(opts, settings, spec, config, environments)
             attempt = _bounded.Attempt(lambda: platform.register(body))
-            if not attempt.within(register_timeout(opts.register_timeout)):
-                return _open_late(opts, settings, spec, config, environments, platform, attempt)
+            if not attempt.within(waited):
+                args = (opts, settings, spec, config, environments)
+                return _open_late(*args, platform, attempt, waited)
             registration = attempt.result()
     except BaseException:
         platform.shutdown()
@@ -189,6 +191,7 @@ def _open_late(
     environments: list[Any],
     platform: TrainingPlatform,
     attempt: _bounded.Attempt[TrainingRegistration],
+    waited: float,
 ) -> RunState:
     """``init()`` waited ``register_timeout`` for the register request: the run goes on
     locally, and is registered by the request still under way when the platform answers."""
@@ -210,7 +213,7 @@ def _open_late(
         return _registered(state, side, opts, settings, platform, registration)
 
     begin(state, register, side.went_offline)
-    _bounded.warn_late(state, register_timeout(opts.register_timeout))
+    _bounded.warn_late(state, waited)
     return state
 
 
