@@ -5,8 +5,8 @@ keep the sync calls' guarantees: statuses, return values, errors, timeouts, idem
 The loop's largest gap is measured by a ticker task in a producer process of its own (the
 stand-in serves from this one: its JSON decoding would otherwise hold the producer's GIL),
 with 200 tasks logging, on a healthy and on a stalled stand-in. ``run.finish()`` called on
-the loop blocked it for the whole finish (here 1.5 s healthy, 13.5 s stalled); the bounds
-below are about ten times the gaps measured through the async face (10 to 35 ms).
+the loop blocked it for the whole finish (here 1.2 s healthy, 10 s stalled); the bound
+below is about seven times the largest gap measured through the async face (6 to 35 ms).
 """
 
 from __future__ import annotations
@@ -112,8 +112,9 @@ def test_afinish_leaves_the_loop_free_on_a_stalled_platform(
     prime_env: StandInPlatform, tmp_path: Path
 ) -> None:
     result = _measure(tmp_path, prime_env, stall=True, timeout="4")
-    # The same timeout as finish(): the whole wait, bounded, while the loop kept ticking.
-    assert 3.5 <= result["took"] < 4 + CLOSE_MARGIN + 2, result
+    # The same timeout as finish(): seconds of waiting on the stalled uploads (at least the
+    # two thirds of it kept for sending), bounded, while the loop kept ticking.
+    assert 2.5 <= result["took"] < 4 + CLOSE_MARGIN + 2, result
     assert result["gap"] < GAP_BOUND, result
     assert result["status"] == "completed"
     assert result["logged"] == 1000
