@@ -152,8 +152,17 @@ def _open_raw_training(opts: RunOptions) -> RunState | None:
     # What the platform requires is checked now: a span that cannot register is not tracked.
     _register_body(opts, settings, spec, config, environments)
     state, side = _local_state(opts, spec, config, environments, settings)
-    how = _RawTraining(state, side, opts, settings, spec, environments)
-    begin(state, how.register, side.went_offline)
+
+    def register() -> Registered:
+        platform = TrainingPlatform(settings)
+        try:
+            registration = _create_raw(state, platform, opts, settings, spec, environments)
+        except BaseException:
+            platform.shutdown()
+            raise
+        return _registered(state, side, opts, settings, platform, registration)
+
+    begin(state, register, side.went_offline)
     return state
 
 
@@ -241,41 +250,22 @@ def _registered(
     return Registered(identity, closer, sinks, platform.shutdown, [rows])
 
 
-class _RawTraining:
-    """The registration of a raw span's training run, run by ``registering.begin``."""
-
-    def __init__(
-        self,
-        state: RunState,
-        side: TrainingSide,
-        opts: RunOptions,
-        settings: Settings,
-        spec: TrainingSpec,
-        environments: list[Any],
-    ) -> None:
-        self._state, self._side, self._opts = state, side, opts
-        self._settings, self._spec, self._environments = settings, spec, environments
-
-    def register(self) -> Registered:
-        platform = TrainingPlatform(self._settings)
-        try:
-            registration = self._create(platform)
-        except BaseException:
-            platform.shutdown()
-            raise
-        args = (self._state, self._side, self._opts, self._settings)
-        return _registered(*args, platform, registration)
-
-    def _create(self, platform: TrainingPlatform) -> TrainingRegistration:
-        state = self._state
-        if state.archive is None:  # no journal: nothing to record an intent in
-            args = (self._opts, self._settings, self._spec, state.config, self._environments)
-            return _register(platform, *args)
-        # An intent first (training_register): a crash mid-request never registers twice.
-        found = training_register.register(state.archive, self._settings, platform)
-        run_id = str(found["id"])
-        name = found.get("name") or state.identity.name
-        return TrainingRegistration(run_id, str(name), platform.url_for(run_id))
+def _create_raw(
+    state: RunState,
+    platform: TrainingPlatform,
+    opts: RunOptions,
+    settings: Settings,
+    spec: TrainingSpec,
+    environments: list[Any],
+) -> TrainingRegistration:
+    """A raw span's training run registered, on ``registering.begin``'s thread."""
+    if state.archive is None:  # no journal: nothing to record an intent in
+        return _register(platform, opts, settings, spec, state.config, environments)
+    # An intent first (training_register): a crash mid-request never registers twice.
+    found = training_register.register(state.archive, settings, platform)
+    run_id = str(found["id"])
+    name = found.get("name") or state.identity.name
+    return TrainingRegistration(run_id, str(name), platform.url_for(run_id))
 
 
 def _register(
