@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 
 import prime_runs as pr
+from _otel import archive_of
 from _support import load_jsonl, start_script
 from prime_runs._runs.finishing import CLOSE_MARGIN
 from prime_runs.testing import StandInPlatform
@@ -328,4 +329,5 @@ def test_a_task_cancelled_during_ainit_leaves_no_open_run(prime_env: StandInPlat
         time.sleep(0.05)
     (evaluation,) = prime_env.evaluations.values()
     assert (evaluation["status"], evaluation["error_message"]) == ("CANCELLED", "interrupted")
-    assert pr.current_run() is None  # closed, not left to crash at exit
+    (eval_id,) = prime_env.evaluations
+    assert archive_of(eval_id).status()["status"] == "cancelled"  # not left to crash at exit
