@@ -226,9 +226,11 @@ def test_a_samples_append_that_never_lands_is_sent_once_its_window_is_over(
     prime_env, burst, tmp_path
 ):
     batch = burst(20)
-    window = 3.0
+    # Long enough that the first sync (a process of its own, on a loaded machine) starts
+    # well within it; the second waits it out.
+    window = 12.0
     prime_env.fail("samples_append", 503, delay=6.0)  # held, then dropped unstored
-    producer = _start(tmp_path, batch, first=20, end="wait", env={INFLIGHT_WINDOW_ENV: "3"})
+    producer = _start(tmp_path, batch, first=20, end="wait", env={INFLIGHT_WINDOW_ENV: str(window)})
     try:
         _step(producer, "first")
         _until(lambda: _arrived(prime_env, "samples_append"), "the held append")
