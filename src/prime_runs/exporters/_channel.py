@@ -122,6 +122,11 @@ class Channel:
             logger.exception("prime-runs: the %s sink failed unexpectedly", self.name)
             outcome = Outcome(retry=batch, retry_reason=f"{type(exc).__name__}: {exc}")
         with self._lock:
+            if outcome.retire is None and outcome.retry and deadline.expired():
+                # The caller's time ran out (a flush's timeout, finish giving up), not the
+                # platform's patience: kept for the next delivery, not another failure.
+                self._retry, outcome.retry = outcome.retry, []
+                return outcome
             self._apply(outcome)
         return outcome
 

@@ -10,6 +10,8 @@ and every sink that sends them follow it, within one budget, the caller's deadli
   batch and resends the same bytes on its next delivery, after :func:`resend_wait`.
   ``STREAK`` such failures in a row mean the platform is down rather than flaky: the
   sink stops for the run and the journal keeps its records for ``prime-runs sync``.
+  A delivery that ran out of its caller's time (a short flush, ``finish()`` giving up)
+  is not counted: its batch waits for the next delivery.
 - **The budget.** No wait runs past the caller's deadline, each attempt's timeout is
   cut to the time left (at least ``MIN_ATTEMPT_TIMEOUT``), and a deadline cut by its
   owner (``finish()`` giving up, an export timing out) wakes a wait at once.
