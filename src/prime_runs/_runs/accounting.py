@@ -30,6 +30,9 @@ class Counters:
     # table's, which the owner's finish compares with the evaluation's (``_coverage``).
     rows: dict[str, int] = field(default_factory=dict)
     skipped: dict[str, int] = field(default_factory=dict)
+    # Items handed to a sink that are not the run's records (a training run's metrics
+    # rows): the "of N" of that sink's counts, where ``logged`` is the others'.
+    given: dict[str, int] = field(default_factory=dict)
     traces_episodes_written: int = 0
     restamped: int = 0  # records that named another run id (their copies carry this one)
     unjournaled: int = 0  # records the journal could not hold (disk full, size limit, link)
@@ -54,7 +57,7 @@ class Counters:
             return value
 
     def count_sink(self, kind: str, sink: str, n: int = 1) -> None:
-        """Add ``n`` to the per-sink count ``kind`` (``failed``, ``skipped``)."""
+        """Add ``n`` to the per-sink count ``kind`` (``failed``, ``skipped``, ``given``)."""
         with self.lock:
             self.add(getattr(self, kind), sink, n)
 
@@ -140,6 +143,10 @@ class Counters:
         if outcome.rejected:
             self.add(self.rejected, sink, len(outcome.rejected))
 
+    def total(self, sink: str) -> int:
+        """What ``sink`` was given: the run's records, or its own items (``given``)."""
+        return self.given.get(sink, self.logged)
+
     def owed(self) -> dict[str, int]:
         """Per sink, records it has not stored that a later delivery may still store: its
         failures but the refused ones (a sink that stopped, a deadline that came first)."""
@@ -196,11 +203,23 @@ class Counters:
                 where,
             )
         for sink, n in sorted(self.failed.items()):
+            # stored + kept + refused + skipped = what the sink was given.
+            refused = self.rejected.get(sink, 0)
+            parts = [
+                f"{count} {what}"
+                for count, what in (
+                    (n - refused, "kept in the archive for `prime-runs sync`"),
+                    (refused, "refused (run.errors says why)"),
+                    (self.skipped.get(sink, 0), "not for this sink"),
+                )
+                if count > 0
+            ]
+            noun = "metrics row" if sink in self.given else "record"
             logger.warning(
-                "prime-runs: %s stored %d of %s; %s not stored%s",
+                "prime-runs: %s stored %d of %s: %s%s",
                 sink,
                 self.acked.get(sink, 0),
-                quantity(self.logged, "record"),
-                quantity(n, "was", "were"),
+                quantity(self.total(sink), noun),
+                ", ".join(parts),
                 where,
             )

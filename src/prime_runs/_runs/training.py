@@ -77,8 +77,6 @@ class TrainingSide:
         elif expect:  # a raw run span's run, registering: rows wait for the sink
             self.delivery.expect([SINK_NAME])
         self.last_step: int | None = None
-        self.logged = 0  # rows logged by this process
-        self._lock = threading.Lock()
         _sides.add(self)
 
     def registered(self, platform: TrainingPlatform, run_id: str, local_id: str) -> None:
@@ -104,8 +102,7 @@ class TrainingSide:
                 seq = self.journal.append(body)
             except OSError as exc:  # never fatal: the row still goes to the platform
                 self._state.report(f"could not journal a metrics row: {exc}")
-        with self._lock:
-            self.logged += 1
+        self._state.counters.count_sink("given", SINK_NAME)
         if self.delivery.online:  # its sink, or the one expected once registered
             label = f"metrics row (step {step})"
             item = Item(KIND, body, seq, None, label, stamps=_ROW_STAMPS)  # type: ignore[arg-type]
@@ -121,7 +118,14 @@ class TrainingSide:
         if outcome.retire is not None:
             self._state.report(f"{SINK_NAME}: sink stopped for this run: {outcome.retire}")
 
+    @property
+    def logged(self) -> int:
+        """Rows logged by this process."""
+        return self._state.counters.given.get(SINK_NAME, 0)
+
     def _late(self, channel: Any, outcome: Outcome) -> None:
+        # The counts stay as finish() reported them (status.json holds them); the
+        # journal learns what landed, so sync does not send it again.
         if self.journal is not None:
             self.journal.ack([i.key for i in outcome.acked if isinstance(i.key, int)])
 
