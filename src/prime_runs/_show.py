@@ -88,14 +88,26 @@ def episode_rewards(info: RunInfo, observe: Observer | None = None) -> Rewards:
 
 def render_show(info: RunInfo, rewards: Rewards, training: Sequence[str] = ()) -> str:
     """``training``: the lines ``_show_training`` adds for a training run."""
-    d = info.description
-    status = info.status_doc
-    platform = info.platform
     lines = [f"run {info.run_id}"]
 
     def add(label: str, value: object) -> None:
         lines.append(f"  {label + ':':<14}{value}")
 
+    _add_identity(info, add, lines)
+    _add_delivery(info, rewards, add)
+    lines.extend(training)
+    add("report", f"prime-runs report {info.run_id}  (HTML: charts, examples, episodes)")
+    summary = info.status_doc.get("summary")
+    if isinstance(summary, dict) and summary:
+        add("summary", _summary_line(summary))
+    lines.extend(reward_lines(rewards.values))
+    return "\n".join(lines)
+
+
+def _add_identity(info: RunInfo, add: Callable[[str, object], None], lines: list[str]) -> None:
+    """What the run is: its names, where it lives, what it evaluates or trains."""
+    d = info.description
+    platform = info.platform
     add("name", info.name)
     add("mode", info.mode + (" (joined from another process)" if d.get("joined") else ""))
     if platform:
@@ -118,6 +130,11 @@ def render_show(info: RunInfo, rewards: Rewards, training: Sequence[str] = ()) -
     add("config", first)
     lines.extend(f"  {'':<14}{line}" for line in rest)
     add("created", format_time(d.get("created_at")))
+
+
+def _add_delivery(info: RunInfo, rewards: Rewards, add: Callable[[str, object], None]) -> None:
+    """Where the run is: its status, its records and what each sink holds of them."""
+    status = info.status_doc
     add("status", _status_line(info))
     if status.get("error"):
         add("error", status["error"])
@@ -141,13 +158,6 @@ def render_show(info: RunInfo, rewards: Rewards, training: Sequence[str] = ()) -
             f"{info.pending.get(sink, 0)} pending",
         )
     add("pending", info.pending_text())
-    lines.extend(training)
-    add("report", f"prime-runs report {info.run_id}  (HTML: charts, examples, episodes)")
-    summary = status.get("summary")
-    if isinstance(summary, dict) and summary:
-        add("summary", _summary_line(summary))
-    lines.extend(reward_lines(rewards.values))
-    return "\n".join(lines)
 
 
 def _links_line(links: Sequence[str]) -> str:

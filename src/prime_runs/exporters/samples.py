@@ -187,16 +187,8 @@ class SamplesSink:
         )
 
     def _send(self, todo: list[_Rows], deadline: Deadline, outcome: Outcome) -> None:
-        lost: dict[int, str] = {}  # id(item) -> why it is rejected
-        work: deque[list[tuple[_Rows, Row]]] = deque()
-        for p in todo:
-            too_big = [r for r in p.rows if ENVELOPE_BYTES + len(r[1]) > self._limit]
-            if too_big:
-                lost[id(p.item)] = (
-                    f"row of {len(too_big[0][1]):,} bytes exceeds the "
-                    f"{self._limit:,}-byte request limit (v0 sample row)"
-                )
-        work.extend(
+        lost = self._oversize(todo)  # id(item) -> why it is rejected
+        work: deque[list[tuple[_Rows, Row]]] = deque(
             self._pack([(p, row) for p in todo if id(p.item) not in lost for row in p.rows])
         )
         budget = SPLIT_BUDGET
@@ -245,12 +237,19 @@ class SamplesSink:
                 keep=not result.permanent,
             )
             break
-        held = {id(i) for i in outcome.retry}
+        _settle(todo, lost, outcome)
+
+    def _oversize(self, todo: list[_Rows]) -> dict[int, str]:
+        """``id(item) -> why`` for the records with a row no request can carry."""
+        lost: dict[int, str] = {}
         for p in todo:
-            if id(p.item) in lost:
-                outcome.rejected.append((p.item, lost[id(p.item)]))
-            elif id(p.item) not in held:
-                outcome.acked.append(p.item)
+            too_big = [r for r in p.rows if ENVELOPE_BYTES + len(r[1]) > self._limit]
+            if too_big:
+                lost[id(p.item)] = (
+                    f"row of {len(too_big[0][1]):,} bytes exceeds the "
+                    f"{self._limit:,}-byte request limit (v0 sample row)"
+                )
+        return lost
 
     def _hold(
         self,
@@ -307,6 +306,16 @@ def _rejection(error: BaseException | None) -> str:
     """``HTTP <status>: ...``, the form every sink gives a record rejection."""
     status = getattr(error, "status_code", None)
     return f"HTTP {status}: {error}" if status else f"{type(error).__name__}: {error}"
+
+
+def _settle(todo: list[_Rows], lost: dict[int, str], outcome: Outcome) -> None:
+    """Each record of ``todo`` not held for a resend: rejected (``lost``) or acked."""
+    held = {id(i) for i in outcome.retry}
+    for p in todo:
+        if id(p.item) in lost:
+            outcome.rejected.append((p.item, lost[id(p.item)]))
+        elif id(p.item) not in held:
+            outcome.acked.append(p.item)
 
 
 def _unique(rows: list[_Rows]) -> list[_Rows]:
