@@ -14,7 +14,7 @@ import pytest
 
 import prime_runs as pr
 from prime_runs._journal.archive import RunArchive
-from prime_runs._journal.runinfo import pid_alive
+from prime_runs._journal.liveness import pid_alive
 from prime_runs._progress import Progress
 from prime_runs._records.access import reward, summary_trace_index
 from prime_runs.cli import main

@@ -19,8 +19,9 @@ from pathlib import Path
 from typing import NamedTuple
 
 from prime_runs._journal.archive import RunArchive, list_runs
+from prime_runs._journal.lookup import RunNotFound, lookup_run
 from prime_runs._journal.metrics_series import read as read_metrics
-from prime_runs._journal.runinfo import RunInfo, RunNotFound, inspect, lookup_run
+from prime_runs._journal.runinfo import RunInfo, inspect
 from prime_runs._progress import Progress
 from prime_runs._report import add_parser as add_report_parser
 from prime_runs._report import run_command as run_report

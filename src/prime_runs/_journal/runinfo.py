@@ -9,12 +9,8 @@ from __future__ import annotations
 
 import json
 import math
-import os
-import shlex
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from prime_runs._journal.archive import (
@@ -24,10 +20,9 @@ from prime_runs._journal.archive import (
     STATUS_FILE,
     SYNC_FILE,
     RunArchive,
-    list_runs,
-    run_folder,
     settled_name,
 )
+from prime_runs._journal.liveness import pid_alive
 from prime_runs._journal.metrics_rows import count_pending
 from prime_runs._journal.nofollow import links_in, open_for_reading
 from prime_runs._plural import quantity
@@ -61,9 +56,6 @@ def sink_count(sink: str, n: int) -> str:
 
 EPISODE_KIND = "episode"
 EPISODES = f"{EPISODE_KIND}-"  # how an episode segment's name begins
-
-# Allowance for the coarse boot-time clock when telling a reused pid from the owner.
-_START_SLACK = 2.0
 
 
 @dataclass
@@ -350,136 +342,6 @@ def owner_alive(archive: RunArchive, status_doc: dict[str, Any]) -> bool:
     except OSError:
         since = None
     return pid_alive(status_doc.get("pid"), since=since)
-
-
-def pid_alive(pid: object, *, since: float | None = None) -> bool:
-    """Whether process ``pid`` runs. ``since``: a time the process was known to be alive; a
-    process with that pid started later is a different one (the pid was reused). Zombies
-    count as dead. Where liveness cannot be checked, the answer is True (never close a run
-    that may still be live)."""
-    if not isinstance(pid, int) or isinstance(pid, bool) or pid <= 0:
-        return False
-    if pid == os.getpid():
-        return True
-    if os.name == "nt":  # os.kill would terminate the process there
-        return True
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        pass  # alive, owned by someone else
-    except OSError:
-        return False
-    stat = _proc_stat(pid)
-    if stat is not None:
-        state, started = stat
-        if state in ("Z", "X"):
-            return False
-        if since is not None and started is not None and started > since + _START_SLACK:
-            return False
-    return True
-
-
-def _proc_stat(pid: int) -> tuple[str, float | None] | None:
-    """(state, start time as a Unix time) from /proc where there is one."""
-    try:
-        text = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    fields = text[text.rfind(")") + 2 :].split()
-    if not fields:
-        return None
-    started = None
-    try:
-        ticks = int(fields[19])
-        boot = _boot_time()
-        if boot is not None:
-            started = boot + ticks / os.sysconf("SC_CLK_TCK")
-    except (IndexError, ValueError, OSError):
-        started = None
-    return fields[0], started
-
-
-def _boot_time() -> float | None:
-    try:
-        for line in Path("/proc/stat").read_text().splitlines():
-            if line.startswith("btime "):
-                return float(line.split()[1])
-    except (OSError, ValueError, IndexError):
-        return None
-    return None
-
-
-class RunNotFound(LookupError):
-    """``RUN`` names no single run; the message says what was found instead."""
-
-
-def _exists(path: Path, test: Callable[[Path], bool] = Path.is_file) -> bool:
-    try:
-        return test(path)
-    except OSError:  # a name too long for a path, say: no such folder
-        return False
-
-
-def lookup_run(root: Path, ref: str, *, command: str = "show") -> RunArchive:
-    """A run by folder path, by id under ``root``, by platform id, or by a unique id prefix.
-    Raises ``RunNotFound`` with a message for the user (an ambiguous prefix lists its
-    matches; a folder that is not a run says so, and an archive root given as a run names
-    the ``--dir`` form of ``command``), ``ConfigurationError`` for a ``ref`` that is neither
-    a path nor a run id (``..``, a NUL)."""
-    path = Path(ref)
-    if _exists(path / RUN_FILE):  # a folder the user named by its path
-        return RunArchive(path)
-    if _exists(path, Path.is_dir):
-        raise RunNotFound(_not_a_run_folder(path, ref, command))
-    if os.sep in ref or (os.altsep and os.altsep in ref):
-        raise RunNotFound(f"no run folder at {ref}")
-    # Anything else is an id (or an id's prefix): never a path out of the root.
-    check_run_id(
-        ref,
-        source="RUN",
-        fix="give a run id, a unique prefix of one or a run folder's path "
-        "(`prime-runs ls` lists the runs)",
-    )
-    direct = run_folder(root, ref)
-    if (direct / RUN_FILE).is_file():
-        return RunArchive(direct)
-    runs = list_runs(root)
-    for archive in runs:
-        for doc in (archive.sync_state(), archive.description()):
-            platform = doc.get("platform")
-            if isinstance(platform, dict) and platform.get("id") == ref:
-                return archive
-    prefixed = [a for a in runs if a.run_id.startswith(ref)]
-    if len(prefixed) == 1:
-        return prefixed[0]
-    if prefixed:
-        shown = "\n  ".join(a.run_id for a in prefixed[:20])
-        more = f"\n  ... and {len(prefixed) - 20} more" if len(prefixed) > 20 else ""
-        raise RunNotFound(
-            f"{ref!r} matches {len(prefixed)} runs under {root}; give more of the id:"
-            f"\n  {shown}{more}"
-        )
-    raise RunNotFound(
-        f"no run {ref!r} under {root} (RUN is a run folder path, a run id or a unique prefix "
-        "of one, or the platform id of a synced run; `prime-runs ls` lists the runs)"
-    )
-
-
-def _not_a_run_folder(path: Path, ref: str, command: str) -> str:
-    try:
-        held = len(list_runs(path))
-    except OSError:
-        held = 0
-    if not held:
-        return f"{ref} is a folder but not a run folder (it has no {RUN_FILE})"
-    where = shlex.quote(ref)
-    return (
-        f"{ref} is an archive root holding {quantity(held, 'run')}, not a run folder: "
-        f"`prime-runs ls --dir {where}` lists them, and "
-        f"`prime-runs {command} --dir {where} RUN` names one"
-    )
 
 
 def format_time(value: object) -> str:

@@ -10,8 +10,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from prime_runs._journal.archive import RunArchive
+from prime_runs._journal.lookup import RunNotFound, lookup_run
 from prime_runs._journal.nofollow import open_in_run
-from prime_runs._journal.runinfo import RunNotFound, lookup_run
 from prime_runs._report._build import DEFAULT_BUDGET, build
 from prime_runs._report._html import render
 from prime_runs._report._load import load_run

@@ -19,8 +19,8 @@ from collections.abc import Collection, Mapping
 from typing import TYPE_CHECKING, Any
 
 from prime_runs._journal.archive import RECORDS_DIR, RunArchive
+from prime_runs._journal.liveness import pid_alive
 from prime_runs._journal.nofollow import segment_paths
-from prime_runs._journal.runinfo import pid_alive
 from prime_runs._records.encode import record_id
 from prime_runs._records.lines import id_of_line
 
