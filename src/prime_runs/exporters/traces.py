@@ -1,12 +1,11 @@
 """The Prime Traces sink: stamped records uploaded as content-addressed JSONL batches.
 
-Uploads go through prime-traces' client (multipart, Idempotency-Key, line
-format header, error mapping), wrapped in ``_traces_client``, which is imported
-when a sink is built (prime-traces loads pydantic models; offline runs never need
-them). We build the batches ourselves from the bytes
-encoded at log time, retry the same bytes within the caller's deadline, and
-split a batch rejected for one line's sake until only the bad record is left
-out (contract §8).
+The request is ``platform/_traces``' (multipart, Idempotency-Key, line format
+header; prime-traces' public error mapping), imported when a sink is built
+(prime-traces loads pydantic models; offline runs never need them). We build the
+batches from the bytes encoded at log time, retry the same bytes within the caller's
+deadline, and split a batch rejected for one line's sake until only the bad record is
+left out (contract §8).
 """
 
 from __future__ import annotations
@@ -112,7 +111,7 @@ class TracesSink:
 
     def _api(self) -> _traces_client.UploadClient:
         if self._client is None:
-            self._client = self._pt.new_client(
+            self._client = self._pt.UploadClient(
                 api_key=self._api_key,
                 base_url=self._url,
                 team_id=self._team_id,

@@ -2,15 +2,16 @@
 
 prime-traces imports its pydantic models on import (about half of ``import prime_runs``
 before this module existed), so offline runs, the CLI and the pytest plugin never load
-it. ``UploadClient`` reuses prime-traces' upload helpers, which are private: ``PRIVATE_API``
-lists the ones used and the signatures tested against (``tests/test_traces_private_api.py``
-fails naming the method if a prime-traces release changes one).
+it. The upload request is the project's own (contract §8: a multipart POST, the traces
+part gzip-compressed from the lines' parts, never joined); prime-traces gives it its
+public pieces only: the error classes and ``raise_for_response``, which maps a response
+to them as its own client does.
 """
 
 from __future__ import annotations
 
 import gzip
-import inspect
+import json
 import zlib
 from collections.abc import Sequence
 from typing import Any
@@ -23,97 +24,100 @@ except ImportError:  # a platform without an isal wheel: the standard library's,
     _zlib = zlib  # type: ignore[no-redef]
 
 import httpx
-from prime_traces import LineFormat, TracesAPIClient
 from prime_traces import exceptions as pt_errors
+from prime_traces.core import raise_for_response
 
 import prime_runs.platform._bodies as _bodies
 
 _GZIP_WBITS = 31  # a gzip member (header and trailer), not a zlib stream
-
-#: Private members of ``TracesAPIClient`` that ``UploadClient.upload_batch`` calls, with the
-#: parameters they take in the prime-traces versions pyproject.toml allows.
-PRIVATE_API: dict[str, str] = {
-    "_check_auth": "(self)",
-    "_url": "(self, endpoint)",
-    "_multipart_files": "(self, body, *, schema_version, context, compressed)",
-    "_upload_headers": "(idempotency_key, line_format)",
-    "_upload_result": "(response)",
-    "_wrap_transport_errors": "(self, exc)",
-}
-
-
-def parameters(function: Any) -> str:
-    """A callable's parameter shape, without annotations or defaults: ``(self, a, *, b)``."""
-    shown: list[str] = []
-    for param in inspect.signature(function).parameters.values():
-        if param.kind is param.KEYWORD_ONLY and not any(p.startswith("*") for p in shown):
-            shown.append("*")
-        prefix = {param.VAR_POSITIONAL: "*", param.VAR_KEYWORD: "**"}.get(param.kind, "")
-        shown.append(prefix + param.name)
-    return f"({', '.join(shown)})"
-
-
-def private_api_problems(client_class: type = TracesAPIClient) -> list[str]:
-    """What differs between ``PRIVATE_API`` and ``client_class``, one message per method."""
-    problems = []
-    for name, expected in PRIVATE_API.items():
-        member = getattr(client_class, name, None)
-        if not callable(member):
-            problems.append(f"TracesAPIClient.{name} is gone (prime_runs calls it {expected})")
-            continue
-        found = parameters(member)
-        if found != expected:
-            problems.append(
-                f"TracesAPIClient.{name} now takes {found}; prime_runs calls {expected}"
-            )
-    return problems
-
+EPISODE_FORMAT = "episode"  # X-Prime-Line-Format; a trace line sends no header (§8.5)
 
 TRANSIENT: tuple[type[BaseException], ...] = (pt_errors.RetryableAPIError, pt_errors.TransportError)
 APIError = pt_errors.APIError
 TransportError = pt_errors.TransportError
 
 
-class UploadClient(TracesAPIClient):
-    """prime-traces' client with a chosen gzip level and a per-call timeout."""
+class UploadClient:
+    """One connection pool to Prime Traces and the one request the SDK sends there."""
 
-    gzip_level = 1
-    connect_timeout = 10.0
+    def __init__(
+        self,
+        *,
+        api_key: str,
+        base_url: str,
+        team_id: str | None,
+        user_agent: str,
+        transport: httpx.BaseTransport | None,
+        gzip_level: int,
+        connect_timeout: float,
+    ) -> None:
+        # URLs are often written with the API prefix already on them.
+        self.url = base_url.rstrip("/").removesuffix("/api/v1") + "/api/v1/traces"
+        self._keyed = bool(api_key)
+        headers = {"User-Agent": user_agent}
+        if api_key:
+            headers["Authorization"] = f"Bearer {api_key}"
+        if team_id:
+            headers["X-Prime-Team-ID"] = team_id
+        self.client = httpx.Client(headers=headers, follow_redirects=True, transport=transport)
+        self.gzip_level = gzip_level
+        self.connect_timeout = connect_timeout
 
-    def upload_batch(  # type: ignore[override]
+    def __repr__(self) -> str:
+        return f"UploadClient({self.url!r})"  # never the key
+
+    def upload_batch(
         self,
         body: bytes | Sequence[bytes | memoryview],
         idempotency_key: str,
         *,
-        line_format: LineFormat = LineFormat.TRACE,
-        schema_version: int = 1,
+        line_format: str | None = None,
         context: dict[str, str] | None = None,
-        compress: bool = True,
         timeout: float = 120.0,
     ) -> dict[str, Any]:
-        self._check_auth()
-        level = self.gzip_level
-        if not isinstance(body, bytes) and not compress:
-            body = b"".join(body)
-        compressed = compress_body(body, level) if compress else None
-        # Compressed, the helper sends the gzip member alone: the lines may stay unjoined
-        # (tests/test_traces_private_api.py holds prime-traces to that).
-        files = self._multipart_files(
-            body, schema_version=schema_version, context=context, compressed=compressed
-        )
+        """POST one batch (``body``: its lines, or their parts); the receipt (§8.7), or
+        prime-traces' typed error for the response or the transport."""
+        if not self._keyed:
+            raise APIError("No API key configured. Set PRIME_API_KEY environment variable.")
+        compressed = compress_body(body, self.gzip_level)
+        metadata: dict[str, Any] = {"schema_version": 1}
+        if context:
+            metadata["context"] = context
+        files = {
+            "metadata": (None, json.dumps(metadata).encode(), "application/json"),
+            "traces": (
+                "traces.jsonl",
+                compressed,
+                "application/x-ndjson",
+                {"Content-Encoding": "gzip"},
+            ),
+        }
+        headers = {"Idempotency-Key": idempotency_key}
+        if line_format == EPISODE_FORMAT:
+            headers["X-Prime-Line-Format"] = EPISODE_FORMAT
         try:
             response = self.client.post(
-                self._url("/traces"),
-                headers=self._upload_headers(idempotency_key, line_format),
+                self.url,
+                headers=headers,
                 files=files,
                 timeout=httpx.Timeout(timeout, connect=min(self.connect_timeout, timeout)),
             )
-        except Exception as exc:
-            raise self._wrap_transport_errors(exc) from exc
+        except httpx.TimeoutException as exc:
+            raise pt_errors.APITimeoutError(f"Request timed out: {exc}") from exc
+        except httpx.RequestError as exc:
+            raise TransportError(
+                f"Request failed: {type(exc).__name__} at POST {self.url}: {exc}"
+            ) from exc
         finally:
-            # What httpx held is the body sent: the gzip member, or the joined lines.
-            _bodies.sent(len(compressed if compressed is not None else body))
-        return self._upload_result(response)
+            _bodies.sent(len(compressed))  # what httpx held is the gzip member
+        raise_for_response(response)
+        receipt = response.json()
+        if not isinstance(receipt, dict):
+            raise APIError("API response was not a dictionary")
+        return receipt
+
+    def close(self) -> None:
+        self.client.close()
 
 
 def compress_body(body: bytes | Sequence[bytes | memoryview], level: int) -> bytes:
@@ -130,30 +134,9 @@ def compress_body(body: bytes | Sequence[bytes | memoryview], level: int) -> byt
     return b"".join(out)
 
 
-def new_client(
-    *,
-    api_key: str,
-    base_url: str,
-    team_id: str | None,
-    user_agent: str,
-    transport: httpx.BaseTransport | None,
-    gzip_level: int,
-    connect_timeout: float,
-) -> UploadClient:
-    client = UploadClient(
-        api_key=api_key,
-        base_url=base_url,
-        team_id=team_id,
-        user_agent=user_agent,
-        transport=transport,
-    )
-    client.gzip_level = gzip_level
-    client.connect_timeout = connect_timeout
-    return client
-
-
-def line_format(kind: str) -> LineFormat:
-    return LineFormat.EPISODE if kind == "episode" else LineFormat.TRACE
+def line_format(kind: str) -> str | None:
+    """The ``X-Prime-Line-Format`` of a batch of ``kind`` records (None: a trace batch)."""
+    return EPISODE_FORMAT if kind == "episode" else None
 
 
 def is_rejection(exc: BaseException) -> bool:
@@ -170,7 +153,6 @@ def is_service_off(exc: BaseException) -> bool:
 
 
 __all__ = [
-    "PRIVATE_API",
     "TRANSIENT",
     "APIError",
     "TransportError",
@@ -179,7 +161,4 @@ __all__ = [
     "is_rejection",
     "is_service_off",
     "line_format",
-    "new_client",
-    "parameters",
-    "private_api_problems",
 ]
