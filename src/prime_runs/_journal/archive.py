@@ -41,7 +41,7 @@ from typing import Any
 import prime_runs._journal.lease as _lease
 import prime_runs._journal.stampnotes as _stampnotes
 from prime_runs._journal.linereader import read_line
-from prime_runs._journal.nofollow import open_for_reading, open_in_run, segment_paths
+from prime_runs._journal.nofollow import entries, open_for_reading, open_in_run, segment_paths
 from prime_runs._records.item import RecordKey
 from prime_runs._runid import check_run_id
 
@@ -366,21 +366,12 @@ class RunArchive:
     def acknowledged(self) -> dict[str, set[RecordKey]]:
         """Sink name -> keys it acknowledged."""
         acked: dict[str, set[RecordKey]] = {}
-        for path in segment_paths(self.path / ACKS_DIR):
+        for entry in entries(self.path / ACKS_DIR):
             try:
-                with open_for_reading(path) as f:
-                    lines = f.read().splitlines(keepends=True)
-            except OSError:
-                continue
-            for line in lines:
-                if not line.endswith(b"\n"):
-                    continue  # torn by a kill mid-write: that batch was not recorded
-                try:
-                    entry = json.loads(line)
-                    keys = acked.setdefault(entry["s"], set())
-                    keys.update(RecordKey(entry["f"], int(o)) for o in entry["o"])
-                except (ValueError, KeyError, TypeError):
-                    continue
+                keys = acked.setdefault(entry["s"], set())
+                keys.update(RecordKey(entry["f"], int(o)) for o in entry["o"])
+            except (KeyError, TypeError, ValueError):
+                continue  # not an ack line this version wrote
         return acked
 
 

@@ -10,9 +10,11 @@ user's archive), and that file is not the run's: ``ls`` would count it, ``report
 from __future__ import annotations
 
 import errno
+import json
 import os
+from collections.abc import Iterator
 from pathlib import Path
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
 from prime_runs.errors import JournalError
 
@@ -87,6 +89,24 @@ def segment_paths(directory: Path) -> list[Path]:
     if directory.is_symlink() or not directory.is_dir():
         return []
     return sorted(p for p in directory.glob("*.jsonl") if not p.is_symlink())
+
+
+def entries(directory: Path) -> Iterator[Any]:
+    """The JSON value of every whole line of ``directory``'s segments (notes, acks): a
+    line a kill tore mid-write, an unreadable segment and a line that is not JSON are
+    left out."""
+    for path in segment_paths(directory):
+        try:
+            with open_for_reading(path) as f:
+                lines = f.read().splitlines(keepends=True)
+        except OSError:
+            continue
+        for line in lines:
+            if line.endswith(b"\n"):
+                try:
+                    yield json.loads(line)
+                except ValueError:
+                    continue
 
 
 def links_in(run_dir: Path) -> list[str]:

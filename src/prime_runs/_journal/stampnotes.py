@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from prime_runs._journal.nofollow import open_for_reading, segment_paths
+from prime_runs._journal.nofollow import entries
 from prime_runs._records.item import RecordKey
 
 STAMPS_DIR = "stamps"
@@ -29,19 +29,10 @@ def note_line(key: RecordKey, stamps: tuple[int, ...]) -> bytes:
 def read_notes(directory: Path) -> dict[RecordKey, tuple[int, ...]]:
     """Every complete note under ``directory`` (a run folder's ``stamps/``)."""
     notes: dict[RecordKey, tuple[int, ...]] = {}
-    for path in segment_paths(directory):
+    for entry in entries(directory):
         try:
-            with open_for_reading(path) as f:
-                lines = f.read().splitlines(keepends=True)
-        except OSError:
+            stamps = tuple(int(at) for at in entry["at"])
+            notes[RecordKey(str(entry["f"]), int(entry["o"]))] = stamps
+        except (KeyError, TypeError, ValueError):
             continue
-        for line in lines:
-            if not line.endswith(b"\n"):
-                continue  # torn by a kill mid-write
-            try:
-                entry = json.loads(line)
-                stamps = tuple(int(at) for at in entry["at"])
-                notes[RecordKey(str(entry["f"]), int(entry["o"]))] = stamps
-            except (ValueError, KeyError, TypeError):
-                continue
     return notes
