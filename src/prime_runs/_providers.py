@@ -29,6 +29,7 @@ from typing import Any
 from opentelemetry import trace
 from opentelemetry.sdk.trace import TracerProvider
 
+import prime_runs._logwatch as _logwatch
 import prime_runs._runs.exithooks as _exit
 from prime_runs._otel_private import provider_processors
 from prime_runs._records.ids import ID_GENERATOR
@@ -140,28 +141,10 @@ _REFUSED = "Overriding of current TracerProvider is not allowed"
 _HINTS = {
     "logfire": "logfire.configure(additional_span_processors=[pr.RunProcessor()])",
 }
-_watching = False
-
-
-class _RefusalFilter(logging.Filter):
-    """Sees OpenTelemetry's own warning; never hides it."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        try:
-            if record.getMessage().startswith(_REFUSED):
-                _refused(_caller_module())
-        except Exception:  # a log filter must never fail the caller
-            pass
-        return True
 
 
 def watch_refusals() -> None:
-    global _watching
-    with _lock:
-        if _watching:
-            return
-        _watching = True
-    logging.getLogger("opentelemetry.trace").addFilter(_RefusalFilter())
+    _logwatch.watch("opentelemetry.trace", _REFUSED, lambda: _refused(_caller_module()))
 
 
 def _caller_module() -> str:

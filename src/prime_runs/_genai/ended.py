@@ -10,13 +10,14 @@ current span (the instrumentation chose it as such), which is how the episode is
 
 from __future__ import annotations
 
-import logging
 import threading
 import weakref
 from collections import OrderedDict
 from typing import TYPE_CHECKING
 
 from opentelemetry import trace
+
+import prime_runs._logwatch as _logwatch
 
 if TYPE_CHECKING:
     from prime_runs._runs.state import RunState
@@ -28,7 +29,6 @@ MAX_REMEMBERED = 4096  # recently ended episodes looked up by the log filter
 _lock = threading.Lock()
 _recent: OrderedDict[tuple[int, int], tuple[weakref.ReferenceType[RunState], str]] = OrderedDict()
 _reported: weakref.WeakSet[RunState] = weakref.WeakSet()
-_watching = False
 
 MESSAGE = (
     "{where}: attributes were written on it after it ended, and OpenTelemetry dropped them: "
@@ -45,28 +45,7 @@ def remember(trace_id: int, span_id: int, state: RunState, where: str) -> None:
         _recent[(trace_id, span_id)] = (weakref.ref(state), where)
         while len(_recent) > MAX_REMEMBERED:
             _recent.popitem(last=False)
-    _watch()
-
-
-class _EndedFilter(logging.Filter):
-    """Sees the SDK's warning; never hides it."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        try:
-            if record.getMessage().startswith(_ENDED):
-                _written_after_end()
-        except Exception:  # a log filter must never fail the caller
-            pass
-        return True
-
-
-def _watch() -> None:
-    global _watching
-    with _lock:
-        if _watching:
-            return
-        _watching = True
-    logging.getLogger(SDK_LOGGER).addFilter(_EndedFilter())
+    _logwatch.watch(SDK_LOGGER, _ENDED, _written_after_end)
 
 
 def _written_after_end() -> None:
