@@ -49,7 +49,7 @@ def test_episodes_carry_where_their_summary_trace_lies() -> None:
     episode["traces"].reverse()  # the trainable trace second: index 1
     encoded = encode(episode, RUN, "eval")
     summary = encoded.summary
-    assert summary is not None and summary.index == 1 and summary.episode_id == episode["id"]
+    assert summary is not None and summary.trace_index == 1 and summary.episode_id == episode["id"]
     trace = json.loads(encoded.data[summary.start : summary.end])
     assert trace == json.loads(encoded.data)["traces"][1]
     assert encoded.for_delivery(None).summary == summary

@@ -66,7 +66,7 @@ def test_only_the_stamps_change_whatever_the_content_quotes(new: str) -> None:
     # The sample row's summary trace is where the item says, after the id's length changed.
     assert before.summary is not None and after.summary is not None
     piece = after.data[after.summary.start : after.summary.end]
-    assert json.loads(piece) == stamped(rec, new)["traces"][after.summary.index]
+    assert json.loads(piece) == stamped(rec, new)["traces"][after.summary.trace_index]
 
 
 def test_a_record_that_does_not_quote_the_id_needs_no_second_encode() -> None:

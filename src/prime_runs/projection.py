@@ -104,7 +104,7 @@ def build_samples(
         source = _v0rows.source_of(record)
         if source is None:
             continue
-        number = _v0rows.next_number(counters, source.traces[source.index])
+        number = _v0rows.next_number(counters, source.traces[source.trace_index])
         rows.extend(_v0rows.rows_of(source, number, _request_limit()))
     return rows
 
@@ -280,7 +280,7 @@ def project_episode_parts(
     if record is None and summary is not None:
         source = _v0bytes.summary_source(episode_bytes, summary)
         if source is not None:
-            number = _v0rows.next_number(rollout_counters, source.traces[source.index])
+            number = _v0rows.next_number(rollout_counters, source.traces[source.trace_index])
             encoded = _v0bytes.spliced_row(source, number, bytes(episode_bytes), [])
             if encoded is not None and ENVELOPE_BYTES + len(encoded) <= max_request_bytes:
                 return [encoded]
@@ -324,7 +324,7 @@ def _project_whole(
         return []
     source = _v0rows.Source(record, traces, _records.summary_trace_index(traces), record, False)
     if number is None:
-        number = _v0rows.next_number(rollout_counters, traces[source.index])
+        number = _v0rows.next_number(rollout_counters, traces[source.trace_index])
     encoded: bytes | _skeleton.Spliced | None = None
     if not saw_nonfinite:  # otherwise the bytes are not strict JSON and cannot be reused
         encoded = _v0bytes.spliced_row(source, number, bytes(episode_bytes), literals)

@@ -14,7 +14,7 @@ class Summary(NamedTuple):
     """Where an episode's summary trace lies in its bytes, found when it was encoded: the
     sample row then decodes that trace alone, not the whole record."""
 
-    index: int  # the trace's position in ``traces`` (its ``native_trace_index``)
+    trace_index: int  # the trace's position in ``traces`` (its ``native_trace_index``)
     start: int  # its first byte in the record's bytes
     end: int  # the byte after its last
     episode_id: str

@@ -32,7 +32,7 @@ class Source(NamedTuple):
 
     episode: Any
     traces: Sequence[Any]
-    index: int
+    trace_index: int  # the summary trace's position in ``traces``
     native: Any
     bare: bool
 
@@ -93,12 +93,12 @@ def next_number(counters: dict[Any, int], summary_trace: Any) -> int:
 def episode_row(source: Source, number: int) -> dict[str, Any]:
     """The summary trace's row for the episode, carrying its record as the native wrapper."""
     episode_id = _records.field(source.episode, "id")
-    row = trace_row(source.traces[source.index], number, episode_id, bare=source.bare)
+    row = trace_row(source.traces[source.trace_index], number, episode_id, bare=source.bare)
     row["sample_id"] = episode_id
     row["info"] = {
         **(row["info"] or {}),
         "native_wrapper": source.native,
-        "native_trace_index": source.index,
+        "native_trace_index": source.trace_index,
     }
     return row
 
