@@ -17,7 +17,7 @@ import prime_runs._journal.batches as _batches
 from prime_runs._journal.archive import REJECTED, SKIPPED, RecordKey, RunArchive, settled_name
 from prime_runs._plural import quantity
 from prime_runs._records.encode import EPISODE, Encoded, record_id
-from prime_runs._records.item import Outcome
+from prime_runs._records.item import Outcome, record_keys
 from prime_runs.errors import JournalError, RecordError
 from prime_runs.metrics import SummaryAccumulator
 
@@ -113,7 +113,7 @@ class Journal:
             (settled_name(sink, REJECTED), [i for i, _ in outcome.rejected]),
             (settled_name(sink, SKIPPED), outcome.skipped if not outcome.quiet else []),
         ):
-            keys = [i.key for i in items if i.key is not None]
+            keys = record_keys(items)
             if self._ack(name, sink, keys):
                 written += keys
         # Only what the acks hold: a batch whose ack was lost stays noted, for sync.
@@ -132,7 +132,7 @@ class Journal:
 
     def settle_late(self, sink: str, outcome: Outcome) -> None:
         """What landed after ``finish()`` gave up on it: only the archive learns of it."""
-        keys = [i.key for i in outcome.acked if i.key is not None]
+        keys = record_keys(outcome.acked)
         if not keys:
             return
         try:

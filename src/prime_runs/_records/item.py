@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple, Protocol
+from pathlib import Path
+from typing import Any, NamedTuple, Protocol, TypeAlias
 
 
 class Summary(NamedTuple):
@@ -27,13 +29,18 @@ class RecordKey(NamedTuple):
     offset: int
 
 
+#: Where a metrics row is journaled (``_journal/rows``): its number in the live run's
+#: journal, or, for ``prime-runs sync``, that journal's file and the number.
+RowKey: TypeAlias = int | tuple[Path, int]
+
+
 @dataclass(frozen=True, slots=True)
 class Item:
     """One encoded record on its way to the sinks. Shared (not copied) between sinks."""
 
     kind: str  # "episode" | "trace"
     data: bytes  # compact JSON, stamped with the run, no newline
-    key: RecordKey | None  # where the journal holds it (None with the journal off)
+    key: RecordKey | RowKey | None  # where the journal holds it (None with the journal off)
     problem: str | None = None  # why Prime Traces would reject it, found before sending
     record_id: str | None = None  # for error messages
     # The decoded record, when the SDK owns it (a fresh to_record() result) and the queue
@@ -45,6 +52,17 @@ class Item:
     # Where ``data`` holds the run id's stamps, when the run's id may change before it is
     # sent (``_records/restamp``); None when it cannot, ``()`` when they are not known.
     stamps: tuple[int, ...] | None = None
+
+
+def record_key(item: Item) -> RecordKey | None:
+    """Where the journal holds ``item``'s record; None with the journal off, and for a
+    metrics row (a ``RowKey``, journaled apart from the records)."""
+    return item.key if isinstance(item.key, RecordKey) else None
+
+
+def record_keys(items: Iterable[Item]) -> list[RecordKey]:
+    """The records' journal keys of ``items``, in order; those without one are left out."""
+    return [i.key for i in items if isinstance(i.key, RecordKey)]
 
 
 @dataclass

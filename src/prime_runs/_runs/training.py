@@ -105,7 +105,7 @@ class TrainingSide:
         self._state.counters.count_sink("given", SINK_NAME)
         if self.delivery.online:  # its sink, or the one expected once registered
             label = f"metrics row (step {step})"
-            item = Item(KIND, body, seq, None, label, stamps=_ROW_STAMPS)  # type: ignore[arg-type]
+            item = Item(KIND, body, seq, None, label, stamps=_ROW_STAMPS)
             if not self.delivery.hand(item):
                 self._state.counters.count_sink("failed", SINK_NAME, 1)
 

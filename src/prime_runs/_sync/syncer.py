@@ -43,7 +43,7 @@ from prime_runs._journal.nofollow import segment_paths
 from prime_runs._journal.runinfo import SAMPLES, SINK_LABELS, TRACES, RunInfo, inspect, sink_count
 from prime_runs._plural import quantity
 from prime_runs._progress import Progress
-from prime_runs._records.item import Item, Outcome
+from prime_runs._records.item import Item, Outcome, record_key, record_keys
 from prime_runs._records.restamp import Restamp
 from prime_runs._runs.register_once import register
 from prime_runs._sync.close import close_run, late_records
@@ -303,11 +303,11 @@ class _Syncer:
         outcome: Outcome = channel.deliver(items, time.monotonic() + CHUNK_TIMEOUT)
         self.ack(sink, outcome.acked)
         for item, reason in outcome.rejected:
-            self._settle(sink, REJECTED, [item.key] if item.key else [], reason)
+            self._settle(sink, REJECTED, record_keys([item]), reason)
         if outcome.skipped and not outcome.quiet:
             # As the live journal does: records a switched-off sink skipped stay pending,
             # for a later sync once the service is on.
-            self._settle(sink, SKIPPED, [i.key for i in outcome.skipped if i.key], None)
+            self._settle(sink, SKIPPED, record_keys(outcome.skipped), None)
         # One round per sync: what failed transiently stays pending for the next run.
         if outcome.retire is not None or channel.held():
             sinks.pop(sink).close()
@@ -320,8 +320,8 @@ class _Syncer:
     def ack(self, sink: str, items: list[Item] | list[RecordKey], *, found: bool = False) -> None:
         """Journal ``items`` (or their keys) as stored by ``sink``; ``found``: stored
         already, not sent by this sync."""
-        keys = [i if isinstance(i, RecordKey) else i.key for i in items]
-        keys = [k for k in keys if k is not None]
+        given = (i if isinstance(i, RecordKey) else record_key(i) for i in items)
+        keys = [k for k in given if k is not None]
         self._journaled(sink, sink, keys)
         counts = self.found if found else self.uploaded
         counts[sink] = counts.get(sink, 0) + len(keys)

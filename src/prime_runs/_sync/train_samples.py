@@ -42,7 +42,7 @@ from prime_runs._journal.archive import (
 from prime_runs._journal.nofollow import segment_paths
 from prime_runs._journal.runinfo import EPISODE_KIND, EPISODES, TRAIN_SAMPLES, RunInfo
 from prime_runs._plural import quantity
-from prime_runs._records.item import Deadline, Item, Outcome
+from prime_runs._records.item import Deadline, Item, Outcome, record_keys
 from prime_runs._records.lines import parse_record
 from prime_runs._sync.report import Tally
 from prime_runs.errors import PrimeRunsError, ValidationRejectedError, describe
@@ -179,12 +179,12 @@ class _TableSync:
     def _export(self, sink: TrainSamplesSink, chunk: Indexed) -> str | None:
         items = self._items(chunk)
         outcome: Outcome = sink.export(items, time.monotonic() + CHUNK_TIMEOUT)
-        acked = [i.key for i in outcome.acked if i.key is not None]
+        acked = record_keys(outcome.acked)
         self._ack(acked)
         self.tally.uploaded[TRAIN_SAMPLES] = self.tally.uploaded.get(TRAIN_SAMPLES, 0) + len(acked)
         for item, reason in outcome.rejected:
-            self._settle(REJECTED, [item.key] if item.key else [], reason)
-        self._settle(SKIPPED, [i.key for i in outcome.skipped if i.key], None)
+            self._settle(REJECTED, record_keys([item]), reason)
+        self._settle(SKIPPED, record_keys(outcome.skipped), None)
         if outcome.retire or outcome.retry:
             return f"sample table: {outcome.retire or outcome.retry_reason}"
         return None

@@ -17,7 +17,7 @@ import time
 from collections import deque
 from typing import TYPE_CHECKING, Any
 
-from prime_runs._records.item import Deadline, Item, Outcome, as_deadline
+from prime_runs._records.item import Deadline, Item, Outcome, as_deadline, record_key
 from prime_runs._records.skeleton import Spliced
 from prime_runs._records.v0rows import sample_id_of
 from prime_runs.errors import APIError, ValidationRejectedError
@@ -204,7 +204,7 @@ class SamplesSink:
             result = self._writer.append(
                 [row for _, row in batch],
                 deadline=deadline,
-                keys=[p.item.key for p, _ in batch],
+                keys=[record_key(p.item) for p, _ in batch],
             )
             landed = set(result.acked)
             outcome.rows += len(landed)

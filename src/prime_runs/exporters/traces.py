@@ -22,7 +22,7 @@ import httpx
 
 import prime_runs.platform.retry as retry
 from prime_runs._otel_private import suppress_instrumentation
-from prime_runs._records.item import Deadline, Item, Outcome, as_deadline
+from prime_runs._records.item import Deadline, Item, Outcome, as_deadline, record_keys
 from prime_runs.platform._http import user_agent
 from prime_runs.settings import inflight_window
 
@@ -199,7 +199,7 @@ class TracesSink:
         window = inflight_window(REQUEST_TIMEOUT)
         note = None
         if notes is not None:
-            keys = [item.key for item in batch if item.key is not None]
+            keys = record_keys(batch)
             note = notes.open(keys, time.time() + window, key=key)
         attempts = 0
 

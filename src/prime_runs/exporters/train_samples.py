@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import prime_runs._records.traintable as _table
-from prime_runs._records.item import Deadline, Item, Outcome, as_deadline
+from prime_runs._records.item import Deadline, Item, Outcome, as_deadline, record_keys
 from prime_runs._records.jsonio import decode_record
 from prime_runs.errors import (
     APIError,
@@ -274,7 +274,7 @@ class TrainSamplesSink:
         if self._on_uploaded is not None:
             self._on_uploaded(Uploaded(step, upload.key, tuple(upload.items), upload.id_range))
         if self._notes is not None:  # the object exists: confirmed again, never sent again
-            keys = [i.key for i in upload.items if i.key is not None]
+            keys = record_keys(upload.items)
             until = time.time() + inflight_window(CONFIRM_TIMEOUT)
             self._notes.open(keys, until, step=step, s3_key=upload.key)
         self._platform.confirm(self._run_id, step, upload.key, deadline)
