@@ -52,10 +52,15 @@ def is_record_rejection(exc: BaseException) -> bool:
     theirs = _traces_errors(
         "TraceTooLargeError", "ValidationRejectedError", "LineFormatConflictError"
     )
-    rejections = (TypeError, ValueError, ValidationRejectedError, *theirs)
+    rejections: tuple[type[BaseException], ...] = (
+        TypeError,
+        ValueError,
+        ValidationRejectedError,
+        *theirs,
+    )
     if isinstance(exc, rejections):
         return True
-    api_errors = (APIError, *_traces_errors("APIError"))
+    api_errors: tuple[type[BaseException], ...] = (APIError, *_traces_errors("APIError"))
     return isinstance(exc, api_errors) and getattr(exc, "status_code", None) in (413, 422)
 
 

@@ -339,7 +339,8 @@ def _project_whole(
     _v0rows.warn_oversize(_records.field(record, "id"), max_request_bytes)
     rows = [_v0rows.encode_row(row)[0] for row in _v0rows.split_rows(source, number)]
     if not literals:
-        return rows
+        plain: list[bytes | _skeleton.Spliced] = list(rows)  # a list of the wider type
+        return plain
     lookup = _skeleton.literal_of(literals)
     # Kept as parts, as the summary row is: a row of megabytes is joined only if asked.
     return [_skeleton.Spliced(_skeleton.splice(row, lookup) or [row]) for row in rows]

@@ -264,6 +264,7 @@ class Settings:
         file = load_config_file(config_path)
         where = f"{config_path or default_config_path()}"
 
+        key_source: str | None
         if api_key is not None:
             key, key_source = _text(api_key), "api_key="
         else:

@@ -215,7 +215,7 @@ def build(
         problems += builder.problems
     context = root.context
     episode_id = f"ep_{context.trace_id:032x}{context.span_id:016x}"
-    traces = []
+    traces: list[dict[str, Any]] = []
     for agent, builder in builders.items():
         trace = _trace(agent, builder, members[agent])
         trace["id"] = f"tr_{context.span_id:016x}_{len(traces)}"

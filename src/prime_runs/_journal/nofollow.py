@@ -112,7 +112,7 @@ def entries(directory: Path) -> Iterator[Any]:
 def links_in(run_dir: Path) -> list[str]:
     """The symbolic links in a run folder and its record folders, relative to it, sorted."""
     run_dir = Path(run_dir)
-    found = []
+    found: list[str] = []
     for directory in (run_dir, *(run_dir / name for name in _RECORD_DIRS)):
         if directory != run_dir and directory.is_symlink():
             continue  # already listed as an entry of the run folder

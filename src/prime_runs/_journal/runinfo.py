@@ -282,8 +282,8 @@ def inspect(archive: RunArchive) -> RunInfo:
             # Episodes the table's sink neither stored nor settled (skipped: no row there;
             # the live sink settles bare traces too, which are not counted here).
             names = [TRAIN_SAMPLES, *(settled_name(TRAIN_SAMPLES, h) for h in (REJECTED, SKIPPED))]
-            done = {k for n in names for k in acks.get(n, ()) if k.segment.startswith(EPISODES)}
-            info.pending[TRAIN_SAMPLES] = max(0, episodes - len(done))
+            kept = {k for n in names for k in acks.get(n, ()) if k.segment.startswith(EPISODES)}
+            info.pending[TRAIN_SAMPLES] = max(0, episodes - len(kept))
             info.estimated.add(TRAIN_SAMPLES)  # some may get no row (show tells)
     return info
 

@@ -178,7 +178,7 @@ def error_groups(episodes: Sequence[EpisodeSummary]) -> list[dict[str, Any]]:
     for position, episode in enumerate(episodes):
         for pair in episode.errors:
             groups.setdefault(pair, []).append(position)
-    rows = [
+    rows: list[dict[str, Any]] = [
         {"type": kind, "message": message, "episodes": len(hits), "samples": hits[:ERROR_SAMPLES]}
         for (kind, message), hits in groups.items()
     ]

@@ -211,6 +211,7 @@ class TracesSink:
             with suppress_instrumentation():
                 api.upload_batch(body, key, line_format=fmt, context=self._context, timeout=timeout)
 
+        reported: tuple[type[BaseException], ...] = (*self._pt.TRANSIENT, self._pt.APIError)
         try:
             # Content-addressed: replaying the same bytes is always safe.
             retry.retrying(
@@ -222,7 +223,7 @@ class TracesSink:
                 on_retry=_log_retry,
             )
             return None
-        except (*self._pt.TRANSIENT, self._pt.APIError) as exc:
+        except reported as exc:
             return exc
         except Exception as exc:
             # Unexpected and local: count it as transient, so the channel's failure

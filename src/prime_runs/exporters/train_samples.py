@@ -198,7 +198,8 @@ class TrainSamplesSink:
         group (sent, or only confirmed, as it was), and the other items. Regrouped with
         later episodes of the step, an object already stored would be stored again."""
         present = {id(i) for i in items}
-        pinned, taken = [], set()
+        pinned: list[tuple[int, list[Item], list[Any]]] = []
+        taken: set[int] = set()
         for upload in self._pending.values():
             if all(id(i) in present for i in upload.group):
                 pinned.append((upload.step, upload.group, []))

@@ -80,7 +80,7 @@ class State:
     def add_environment(self, owner: str | None, name: str, env_id: str) -> dict[str, Any]:
         """Register an environment. Without an owner it is the caller's own: resolvable by
         name (and by the slug ``standin/<name>``); with one, only by its ``owner/name`` slug."""
-        doc = {"id": env_id, "name": name, "owner": {"name": owner or "standin"}}
+        doc: dict[str, Any] = {"id": env_id, "name": name, "owner": {"name": owner or "standin"}}
         with self.lock:
             if owner is None:
                 self.envs_by_name[name] = doc
