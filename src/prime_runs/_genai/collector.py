@@ -123,7 +123,7 @@ class GenAICollector:
         with self._lock:
             root = self._root_of.get(sid)
             episode = self._episodes.get(root) if root is not None else None
-            if episode is None or (sid != root and sid not in episode.open):
+            if root is None or episode is None or (sid != root and sid not in episode.open):
                 return False
             if root != sid:
                 episode.open.discard(sid)

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, TypeGuard
 
 import prime_runs._genai.names as names
 
@@ -69,7 +69,7 @@ def _arguments(value: object) -> str:
     return value if isinstance(value, str) else json.dumps(value, default=str)
 
 
-def _is_list(value: object) -> bool:
+def _is_list(value: object) -> TypeGuard[list[Any] | tuple[Any, ...]]:
     return isinstance(value, (list, tuple))
 
 
@@ -183,7 +183,8 @@ def _old_tool_calls(value: object) -> list[dict[str, Any]]:
     for call in value if isinstance(value, Sequence) and not isinstance(value, str) else ():
         if not isinstance(call, Mapping):
             continue
-        function = call.get("function") if isinstance(call.get("function"), Mapping) else {}
+        function = call.get("function")
+        function = function if isinstance(function, Mapping) else {}
         name = call.get("name", function.get("name"))
         arguments = call.get("arguments", function.get("arguments", ""))
         calls.append({"id": call.get("id"), "type": "function", "name": name})

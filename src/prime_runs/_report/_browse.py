@@ -30,6 +30,12 @@ def clip(value: Any, limit: int = TEXT_LIMIT) -> str:
     return f"{text[:limit]}\n… [{len(text) - limit:,} more characters not embedded in the report]"
 
 
+def _mapping(obj: Mapping[str, Any], key: str) -> Mapping[str, Any]:
+    """``obj[key]`` when it is a mapping, else an empty one (a missing or malformed field)."""
+    value = obj.get(key)
+    return value if isinstance(value, Mapping) else {}
+
+
 def _content(content: Any) -> str:
     """A message's content as text: parts are joined, an image becomes a placeholder."""
     if content is None:
@@ -37,13 +43,14 @@ def _content(content: Any) -> str:
     if isinstance(content, str):
         return clip(content)
     if isinstance(content, list):
-        parts = []
+        parts: list[str] = []
         for part in content:
             part = part if isinstance(part, Mapping) else {"text": part}
             if part.get("type") == "image_url":
                 parts.append("[image]")
             else:
-                parts.append(part.get("text") if isinstance(part.get("text"), str) else str(part))
+                text = part.get("text")
+                parts.append(text if isinstance(text, str) else str(part))
         return clip("\n".join(parts))
     return clip(content)
 
@@ -92,10 +99,10 @@ def _branches(trace: Mapping[str, Any]) -> list[list[dict[str, Any]]]:
 
 
 def trace_doc(trace: Mapping[str, Any], summary: bool) -> dict[str, Any]:
-    agent = trace.get("agent") if isinstance(trace.get("agent"), Mapping) else {}
-    config = agent.get("config") if isinstance(agent.get("config"), Mapping) else {}
-    rewards = trace.get("rewards") if isinstance(trace.get("rewards"), Mapping) else {}
-    metrics = trace.get("metrics") if isinstance(trace.get("metrics"), Mapping) else {}
+    agent = _mapping(trace, "agent")
+    config = _mapping(agent, "config")
+    rewards = _mapping(trace, "rewards")
+    metrics = _mapping(trace, "metrics")
     calls = [c for c in trace.get("calls") or () if isinstance(c, Mapping)]
     try:
         reward = number(_records.reward(trace))
@@ -133,8 +140,8 @@ def episode_doc(record: Mapping[str, Any]) -> dict[str, Any]:
     else:
         traces = [record]
     chosen = _records.summary_trace_index(traces) if traces else -1
-    task = record.get("task") if isinstance(record.get("task"), Mapping) else {}
-    data = task.get("data") if isinstance(task.get("data"), Mapping) else {}
+    task = _mapping(record, "task")
+    data = _mapping(task, "data")
     return {
         "id": str(record.get("id") or ""),
         "answer": clip(data["answer"], 2_000) if "answer" in data else None,
@@ -164,8 +171,8 @@ def input_target_output(record: Mapping[str, Any]) -> list[str | None]:
         traces = [t for t in record.get("traces") or () if isinstance(t, Mapping)]
     else:
         traces = [record]
-    task = record.get("task") if isinstance(record.get("task"), Mapping) else {}
-    data = task.get("data") if isinstance(task.get("data"), Mapping) else {}
+    task = _mapping(record, "task")
+    data = _mapping(task, "data")
     answer = data.get("answer")
     target = clip(answer, IO_LIMIT) if answer is not None else None
     if not traces:

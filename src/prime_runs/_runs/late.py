@@ -102,8 +102,10 @@ def check(
     status = str(current.get("status") or "").upper()
     if status in evaluations.OPEN_STATUSES:
         return None
-    metrics = current.get("metrics") if isinstance(current.get("metrics"), dict) else {}
-    extra = metrics.get("prime_runs") if isinstance(metrics.get("prime_runs"), dict) else {}
+    metrics = current.get("metrics")
+    metrics = metrics if isinstance(metrics, dict) else {}
+    extra = metrics.get("prime_runs")
+    extra = extra if isinstance(extra, dict) else {}
     covered = extra.get(SUMMARIZED_KEY)
     seen, acc = _ids_and_records(client, eval_id, local, until)
     if not isinstance(covered, int) or isinstance(covered, bool):

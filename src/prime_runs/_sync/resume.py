@@ -21,8 +21,9 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeGuard
 
 import prime_runs._journal.batches as _batches
 from prime_runs._journal.runinfo import SAMPLES, SINK_LABELS, TRACES
@@ -122,7 +123,8 @@ def _traces(
         return
     # No request of it can land any more: look its records up, send only what is missing.
     candidates = []
-    for key, item in zip(batch.keys, items or [None] * len(batch.keys), strict=True):
+    read: Sequence[Item | None] = items or [None] * len(batch.keys)
+    for key, item in zip(batch.keys, read, strict=True):
         if key in open_keys and item is not None and item.record_id:
             candidates.append(Candidate(key, item.kind, item.record_id))
     try:
@@ -185,5 +187,5 @@ def _items(
     return items
 
 
-def _strings(value: Any) -> bool:
+def _strings(value: Any) -> TypeGuard[list[str]]:
     return isinstance(value, list) and all(isinstance(v, str) for v in value)

@@ -14,7 +14,7 @@ import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from prime_runs._runid import is_run_id, shown
 from prime_runs.errors import APIError, ConflictError, PrimeRunsError
@@ -160,8 +160,12 @@ def _field(item: Mapping[str, Any], *keys: str) -> tuple[bool, Any]:
     return False, None
 
 
+def _created(item: Mapping[str, Any]) -> datetime | None:
+    return parse_time(_field(item, "created_at", "createdAt")[1])
+
+
 def matches_request(item: Mapping[str, Any], body: Mapping[str, Any], since: datetime) -> bool:
-    created = parse_time(_field(item, "created_at", "createdAt")[1])
+    created = _created(item)
     if created is None or created < since - RECONCILE_SKEW:
         return False
     checks = (
@@ -196,7 +200,8 @@ def _find_created(
     ]
     if not matches:
         return None
-    newest = max(matches, key=lambda item: parse_time(_field(item, "created_at", "createdAt")[1]))
+    # matches_request kept only items whose creation time parses.
+    newest = max(matches, key=lambda item: cast(datetime, _created(item)))
     found = dict(newest)
     found.setdefault("evaluation_id", found.get("id"))
     logger.info(
