@@ -10,7 +10,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import prime_runs._runs.finishing as _finishing
 from prime_runs._journal.journal import computed_summary
@@ -44,10 +44,18 @@ class FinishSequence:
     registering: Pending | None
     gate: LogGate
     _pid: int
-    run_id: str
-    workers: list[Any]
-    forked: bool
     report: Callable[..., None]
+
+    if TYPE_CHECKING:  # RunState's read-only properties
+
+        @property
+        def run_id(self) -> str: ...
+
+        @property
+        def workers(self) -> list[Any]: ...
+
+        @property
+        def forked(self) -> bool: ...
 
     def _init_finish(self, closer: Closer | None) -> None:
         self._closer = closer
@@ -65,6 +73,11 @@ class FinishSequence:
         self.summary_given = False  # finish(summary=...): the producer's numbers win
         # A join's last step at finish (_late: records that landed after the finalize).
         self.after_finish: Callable[[RunState, float], None] | None = None
+
+    def _state(self) -> RunState:
+        """This object as the hooks take it: a ``FinishSequence`` is only ever the base of
+        a ``RunState``, whose ``__init__`` calls ``_init_finish``."""
+        return cast("RunState", self)
 
     def flush(self, timeout: float | None) -> bool:
         deadline = time.monotonic() + _finishing.budget(timeout, DEFAULT_FINISH_TIMEOUT)
@@ -120,7 +133,7 @@ class FinishSequence:
             _finishing.report_down(self.counters, self.archive, self.report)
         closed = self._close_out(status, error, deadline)
         if self.after_finish is not None and not self.owner and not self.forked:
-            self.after_finish(self, deadline)
+            self.after_finish(self._state(), deadline)
         with self._status_lock:
             self.finished = True
             self._closed = closed
@@ -177,7 +190,7 @@ class FinishSequence:
             return False
         summary = self._summary_for_platform()
         close = _finishing.CloseOut(
-            lambda: closer(self, status, summary, error, deadline), self._closed_late
+            lambda: closer(self._state(), status, summary, error, deadline), self._closed_late
         )
         outcome = close.run(deadline + _finishing.CLOSE_MARGIN)
         if outcome is None:

@@ -39,8 +39,9 @@ logger = logging.getLogger("prime_runs")
 _ROW_STAMPS = (len(b'{"run_id":'),)
 
 
-def check_kind(kind: object, training: object) -> None:
-    """``kind=`` and ``training=`` of ``init()``: ConfigurationError before anything."""
+def check_kind(kind: object, training: object) -> TrainingSpec | None:
+    """``kind=`` and ``training=`` of ``init()``: ConfigurationError before anything.
+    Returns ``training``, checked."""
     if not isinstance(kind, str) or kind not in RUN_KINDS:
         raise ConfigurationError(f"kind={kind!r} is not valid; use 'eval' or 'train'")
     if training is not None and not isinstance(training, TrainingSpec):
@@ -49,6 +50,7 @@ def check_kind(kind: object, training: object) -> None:
         )
     if training is not None and kind != TRAIN:
         raise ConfigurationError("training= describes a training run: pass kind='train' too")
+    return training
 
 
 class TrainingSide:
@@ -255,7 +257,7 @@ def log_metrics(state: RunState | None, values: object, step: object) -> None:
         except RecordError as exc:
             refuse_bad(state, exc, "a metrics row")
             return
-        side.log(row, step)  # type: ignore[arg-type]
+        side.log(row, step)
     except RecordError:
         raise
     except Exception as exc:  # nothing the SDK does is fatal to the producer

@@ -60,8 +60,7 @@ def open_run(opts: RunOptions) -> RunState | None:
 def open_training(opts: RunOptions) -> RunState | None:
     """Open a training run as ``init()`` asked; ``None`` for a disabled run. Errors of
     registration propagate (contract §12.5): a training loop must not run unregistered."""
-    check_kind(opts.kind, opts.training)
-    spec = opts.training or TrainingSpec()
+    spec = check_kind(opts.kind, opts.training) or TrainingSpec()
     settings, config, environments = resolve(opts)
     if settings.mode == DISABLED:
         return None
@@ -138,14 +137,15 @@ def _record_sinks(opts: RunOptions, *, offline: bool = False) -> list[str]:
 def open_raw_run(opts: RunOptions) -> RunState | None:
     """Open a raw ``run`` span's run without waiting on the network: a training run
     (``prime.run.type = "train"``) or an evaluation; ``None`` when disabled."""
-    check_kind(opts.kind, opts.training)
-    return _open_raw_training(opts) if opts.kind == TRAIN else open_raw(opts)
+    training = check_kind(opts.kind, opts.training)
+    if opts.kind != TRAIN:
+        return open_raw(opts)
+    return _open_raw_training(opts, training or TrainingSpec())
 
 
-def _open_raw_training(opts: RunOptions) -> RunState | None:
+def _open_raw_training(opts: RunOptions, spec: TrainingSpec) -> RunState | None:
     """As ``open_training``, but registered off the caller's thread (``registering``):
     rows and records logged meanwhile are journaled and held for the sinks."""
-    spec = opts.training or TrainingSpec()
     settings, config, environments = resolve(opts)
     if settings.mode != ONLINE or opts.id:  # offline, disabled or attached: no request
         return open_training(opts)
