@@ -93,7 +93,12 @@ def processor(sink: str) -> BatchSpanProcessor | None:
             from prime_runs.exporters._exporter import exporter_for
 
             try:
-                found = BatchSpanProcessor(exporter_for(sink), **settings)
+                found = BatchSpanProcessor(
+                    exporter_for(sink),
+                    max_queue_size=settings["max_queue_size"],
+                    schedule_delay_millis=settings["schedule_delay_millis"],
+                    max_export_batch_size=settings["max_export_batch_size"],
+                )
             except RuntimeError:
                 return None
             _processors[key] = found

@@ -13,21 +13,21 @@ import logging
 import threading
 import weakref
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from opentelemetry._logs import get_logger_provider
 from opentelemetry.sdk._logs import LoggerProvider, LogRecordProcessor
 
-try:  # renamed in SDK 1.39; the SDK's configurator checks the exporter's class
+if TYPE_CHECKING:  # checked against the SDK of the dev extra (1.39+)
     from opentelemetry.sdk._logs.export import LogRecordExporter as _Exporter
     from opentelemetry.sdk._logs.export import LogRecordExportResult as _Result
-except ImportError:
-    from opentelemetry.sdk._logs.export import (  # type: ignore[attr-defined,no-redef]
-        LogExporter as _Exporter,
-    )
-    from opentelemetry.sdk._logs.export import (  # type: ignore[attr-defined,no-redef]
-        LogExportResult as _Result,
-    )
+else:
+    try:  # renamed in SDK 1.39; the SDK's configurator checks the exporter's class
+        from opentelemetry.sdk._logs.export import LogRecordExporter as _Exporter
+        from opentelemetry.sdk._logs.export import LogRecordExportResult as _Result
+    except ImportError:
+        from opentelemetry.sdk._logs.export import LogExporter as _Exporter
+        from opentelemetry.sdk._logs.export import LogExportResult as _Result
 
 from prime_runs._genai.collector import deliver_log
 from prime_runs._genai.logs import LogEvent
@@ -82,7 +82,7 @@ def attach(provider: Any = None) -> bool:
     return True
 
 
-class PrimeRunsLogExporter(_Exporter):  # type: ignore[misc,valid-type]
+class PrimeRunsLogExporter(_Exporter):
     """``OTEL_LOGS_EXPORTER=prime_runs``: attaches ``GenAILogProcessor`` to the logger
     provider being configured. Records that still reach ``export`` (the exporter used on
     a provider it could not attach to) are handed over there instead."""

@@ -301,7 +301,9 @@ class PlatformClient:
             response = self._pool().request(
                 method,
                 url,
-                content=body,
+                # httpx's stubs say bytes; its transports write any buffer, and a Body's
+                # memoryview slices spare a copy of each part.
+                content=body,  # type: ignore[arg-type]
                 headers=headers,
                 params=dict(params) if params else None,
                 timeout=httpx.Timeout(timeout, connect=min(CONNECT_TIMEOUT, timeout)),

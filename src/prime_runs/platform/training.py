@@ -194,7 +194,7 @@ class TrainingPlatform:
                 method="POST",
                 path="/rft/external-runs",
             )
-        name = run.get("name") if isinstance(run, dict) else None  # type: ignore[union-attr]
+        name = run.get("name") if isinstance(run, dict) else None
         return TrainingRegistration(
             run_id, str(name or body.get("name") or run_id), self.url_for(run_id)
         )
