@@ -38,13 +38,16 @@ browser:
 	  $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
 	    chromium >/dev/null 2>&1; } || echo "could not install chromium: the browser tests will skip"
 
+# mypy reads its settings (the files it checks among them) from pyproject.toml.
 test: $(STAMP) browser
 	$(BIN)/ruff check src tests examples bench e2e integrations
+	$(BIN)/mypy
 	$(BIN)/python -m pytest -n auto
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests examples bench e2e integrations
 	$(BIN)/ruff format --check src tests examples bench e2e integrations
+	$(BIN)/mypy
 
 # The oldest OpenTelemetry the project declares (opentelemetry-api/-sdk >=1.27 in
 # pyproject.toml), with the instrumentation and distro releases of its day, against the tests
