@@ -24,6 +24,7 @@ import os
 import sys
 import threading
 import weakref
+from types import FrameType
 from typing import Any
 
 from opentelemetry import trace
@@ -149,12 +150,12 @@ def watch_refusals() -> None:
 
 def _caller_module() -> str:
     """The first module on the stack outside OpenTelemetry, logging and prime-runs."""
-    frame = sys._getframe(1)
+    frame: FrameType | None = sys._getframe(1)
     while frame is not None:
         name = str(frame.f_globals.get("__name__", ""))
         if not name.startswith(("opentelemetry", "logging", "prime_runs")):
             return name
-        frame = frame.f_back  # type: ignore[assignment]
+        frame = frame.f_back
     return "an unknown module"
 
 

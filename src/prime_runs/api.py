@@ -314,7 +314,7 @@ def _handle_for(state: RunState) -> Run:
         handle = Run(
             state, span=state.span or trace.INVALID_SPAN, tracer=tracer, mode=state.identity.mode
         )
-        state.handle = handle  # type: ignore[attr-defined]
+        state.handle = handle
     return handle
 
 

@@ -6,6 +6,7 @@ import logging
 import secrets
 import time
 from collections.abc import Mapping
+from contextvars import Token
 from typing import Any
 
 from opentelemetry import context as otel_context
@@ -75,7 +76,7 @@ class Run(AsyncFace):
         self._finish_timeout: float | None = None  # init(finish_timeout=), 0.1.4's keyword
         self._disabled_summary: dict[str, Any] = {}
         self._disabled_config: dict[str, Any] = {}  # init() fills it for a disabled run
-        self._tokens: list[object] = []
+        self._tokens: list[Token[otel_context.Context]] = []
         if state is not None:
             _exit.track(self)
 
@@ -399,7 +400,7 @@ class Run(AsyncFace):
     def _leave(self) -> None:
         if self._tokens:
             try:
-                otel_context.detach(self._tokens.pop())  # type: ignore[arg-type]
+                otel_context.detach(self._tokens.pop())
             except Exception:
                 pass
 

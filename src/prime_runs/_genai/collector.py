@@ -45,7 +45,7 @@ _live_lock = threading.Lock()
 @dataclass
 class _Episode:
     state: RunState
-    root: ReadableSpan  # live until it ends; read only at its end or at its run's end
+    root: Span  # live until it ends; read only at its end or at its run's end
     spans: list[ReadableSpan] = field(default_factory=list)
     open: set[int] = field(default_factory=set)
     ended: set[int] = field(default_factory=set)  # span ids in ``spans``
@@ -101,7 +101,7 @@ class GenAICollector:
         with self._lock:
             root = self._root_of.get(span_id)
             episode = self._episodes.get(root) if root is not None else None
-        return episode.root if episode is not None else None  # type: ignore[return-value]
+        return episode.root if episode is not None else None
 
     def on_log(self, trace_id: int, span_id: int, event: LogEvent) -> bool:
         """A log record emitted in a span of an open episode: kept for its record."""

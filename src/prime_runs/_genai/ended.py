@@ -54,8 +54,10 @@ def _written_after_end() -> None:
         return
     with _lock:
         found = _recent.get((context.trace_id, context.span_id))
-        state = found[0]() if found is not None else None
+        if found is None:
+            return
+        state = found[0]()
         if state is None or state in _reported:
             return
         _reported.add(state)
-    state.report(MESSAGE.format(where=found[1]))  # type: ignore[index]
+    state.report(MESSAGE.format(where=found[1]))

@@ -12,7 +12,7 @@ import logging
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import prime_runs._runs.rerun as _retry
 from prime_runs._delivery.delivery import Delivery
@@ -28,6 +28,10 @@ from prime_runs._runs.reporting import Reporter
 from prime_runs.metrics import SummaryAccumulator
 from prime_runs.settings import OFFLINE, ONLINE
 from prime_runs.status import RunStatus
+
+if TYPE_CHECKING:
+    from prime_runs._runs.training import TrainingSide
+    from prime_runs.run import Run
 
 logger = logging.getLogger("prime_runs")
 
@@ -93,6 +97,10 @@ class RunState(FinishSequence):
         self.already_stored = 0
         self._pid = os.getpid()
         self.span: Any = None
+        # Set once there is one: a training run's metrics side (``_runs/training_open``,
+        # ``_runs/training_join``) and the ``Run`` handle on this state (``api``).
+        self.training: TrainingSide | None = None
+        self.handle: Run | None = None
         # A raw run span's registration under way (``_registering``); finish() waits for it.
         self.registering: Pending | None = None
         self.gate = LogGate()  # finish() waits for log calls in flight, then refuses more

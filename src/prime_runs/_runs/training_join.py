@@ -28,7 +28,7 @@ def wire(
     """Give a joined ``state`` its training side (and, online, its sinks); the
     ``after_finish`` hook that finishes the side before ``after``."""
     platform = TrainingPlatform(settings) if settings is not None else None
-    state.training = TrainingSide(state, platform, state.archive)  # type: ignore[attr-defined]
+    state.training = TrainingSide(state, platform, state.archive)
     if state.journal is not None:
         # The sample table is the owner's: a rank's episodes have no row there, and sync,
         # reading the run's folder, must not send them to it.

@@ -96,7 +96,7 @@ def open_training(opts: RunOptions) -> RunState | None:
         on_error=opts.on_error,
         closer=_closer(platform, registration),
     )
-    state.training = TrainingSide(state, platform, archive)  # type: ignore[attr-defined]
+    state.training = TrainingSide(state, platform, archive)
     state.delivery.attach(_sinks(settings, opts, platform, registration.id))
     return state
 
@@ -187,7 +187,7 @@ def _local_state(
         on_error=opts.on_error,
     )
     side = TrainingSide(state, None, archive, expect=True)
-    state.training = side  # type: ignore[attr-defined]
+    state.training = side
     state.delivery.expect(_record_sinks(opts))
     return state, side
 
@@ -358,7 +358,7 @@ def _open_offline(
         archive=archive,
         on_error=opts.on_error,
     )
-    state.training = TrainingSide(state, None, archive)  # type: ignore[attr-defined]
+    state.training = TrainingSide(state, None, archive)
     return state
 
 
