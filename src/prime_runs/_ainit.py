@@ -75,7 +75,7 @@ def ainit(*args: Any, **kwargs: Any) -> Starting:
     return Starting(functools.partial(init, *args, **kwargs), handle_signals)
 
 
-# help() and editors show init()'s keywords.
+# help() and editors show init()'s keywords (typeshed declares no __signature__ on functions).
 ainit.__signature__ = inspect.signature(init).replace(  # type: ignore[attr-defined]
     return_annotation=Starting
 )

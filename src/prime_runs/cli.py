@@ -55,6 +55,7 @@ class _CommandParser(argparse.ArgumentParser):
     """A subcommand's parser: an argument it does not know is its error, with its usage
     (argparse leaves it to the top-level parser, whose usage does not name the option)."""
 
+    # typeshed overloads it on the namespace's type; this one signature serves both.
     def parse_known_args(  # type: ignore[override]
         self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None
     ) -> tuple[argparse.Namespace, list[str]]:
@@ -299,7 +300,7 @@ def _sync_one(
 
 def _isatty(stream: object) -> bool:
     try:
-        return bool(stream.isatty())  # type: ignore[attr-defined]
+        return bool(stream.isatty())  # type: ignore[attr-defined]  # any stream: see below
     except (AttributeError, ValueError):
         return False
 

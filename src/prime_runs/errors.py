@@ -115,7 +115,7 @@ class RetryableAPIError(APIError):
     """429/502/503/504: the platform asked for a retry."""
 
     def __init__(self, message: str, *, retry_after: float | None = None, **kw: object) -> None:
-        super().__init__(message, **kw)  # type: ignore[arg-type]
+        super().__init__(message, **kw)  # type: ignore[arg-type]  # APIError's own keywords
         self.retry_after = retry_after
 
 

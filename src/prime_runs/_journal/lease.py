@@ -37,7 +37,7 @@ from prime_runs._journal.nofollow import open_in_run
 try:
     import fcntl
 except ImportError:  # no POSIX locks on this platform: leases are not enforced
-    fcntl = None  # type: ignore[assignment]
+    fcntl = None  # type: ignore[assignment]  # the module's stand-in: no module
 
 LEASES_DIR = "leases"
 SYNC_LOCK_FILE = ".sync.lock"

@@ -206,6 +206,7 @@ class Ledger:
         """``out`` with the claimed journal-only records read back (outside the lock)."""
         if lite:
             out.extend(self._load(lite, segments))
+            # Every item the ledger hands out has its ref (``Item.ref`` is None elsewhere).
             out.sort(key=lambda i: i.ref)  # type: ignore[arg-type,return-value]
         return out
 

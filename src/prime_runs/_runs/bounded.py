@@ -56,7 +56,7 @@ class Attempt(Generic[T]):
         self._done.wait()
         if self._error is not None:
             raise self._error
-        return self._result  # type: ignore[return-value]
+        return self._result  # type: ignore[return-value]  # work() returned it
 
 
 def note_intent(state: RunState, attempt: Attempt[Any]) -> None:

@@ -231,7 +231,7 @@ class _Syncer:
             # First what others may have in flight: sent again as it was, or looked up.
             resumed = resume(self, sinks, done, stamp, failures)
             if SAMPLES in sinks:
-                samples = sinks[SAMPLES].sink
+                samples = sinks[SAMPLES].sink  # a SamplesSink (build_sinks), typed as a Sink
                 samples.already_stored(resumed.rows)  # type: ignore[attr-defined]
                 # Continue the run's rollout numbering after the rows already stored.
                 samples.continue_numbering(  # type: ignore[attr-defined]
