@@ -114,9 +114,7 @@ _CHILD = textwrap.dedent(
 )
 
 
-def measure(
-    records: int, size: int, where: bool = False, healthy: bool = False
-) -> dict[str, Any]:
+def measure(records: int, size: int, where: bool = False, healthy: bool = False) -> dict[str, Any]:
     """One child: ``records`` episodes of ``size`` bytes of message; the figures in bytes."""
     from prime_runs.testing import StandInPlatform
 

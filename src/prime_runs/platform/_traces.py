@@ -14,20 +14,24 @@ import gzip
 import json
 import zlib
 from collections.abc import Sequence
+from types import ModuleType
 from typing import Any
-
-try:  # ISA-L's gzip: 6x faster than zlib at level 1, and smaller output (docs/benchmarks.md)
-    from isal import igzip as _gzip
-    from isal import isal_zlib as _zlib
-except ImportError:  # a platform without an isal wheel: the standard library's, same format
-    _gzip = gzip  # type: ignore[no-redef]
-    _zlib = zlib  # type: ignore[no-redef]
 
 import httpx
 from prime_traces import exceptions as pt_errors
 from prime_traces.core import raise_for_response
 
 import prime_runs.platform._bodies as _bodies
+
+# Either ISA-L's modules or the standard library's: the same functions.
+_gzip: ModuleType
+_zlib: ModuleType
+try:  # ISA-L's gzip: 6x faster than zlib at level 1, and smaller output (docs/benchmarks.md)
+    from isal import igzip as _gzip
+    from isal import isal_zlib as _zlib
+except ImportError:  # a platform without an isal wheel: the standard library's, same format
+    _gzip = gzip
+    _zlib = zlib
 
 _GZIP_WBITS = 31  # a gzip member (header and trailer), not a zlib stream
 EPISODE_FORMAT = "episode"  # X-Prime-Line-Format; a trace line sends no header (§8.5)
@@ -83,7 +87,8 @@ class UploadClient:
         metadata: dict[str, Any] = {"schema_version": 1}
         if context:
             metadata["context"] = context
-        files = {
+        # Any: httpx types a part as a union a mixed literal does not infer to
+        files: dict[str, Any] = {
             "metadata": (None, json.dumps(metadata).encode(), "application/json"),
             "traces": (
                 "traces.jsonl",
