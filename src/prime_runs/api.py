@@ -148,12 +148,9 @@ def init(
     See ``docs/concepts.md``. ``kind="train"`` with ``training=TrainingSpec(...)`` and a
     team registers a training run (``docs/training.md``). 0.1.4's ``finish_timeout``
     (``finish()``'s default timeout) and ``traces_opt_out`` (keep the run off Prime Traces:
-    argument > ``PRIME_TRACES_OPT_OUT`` > config file) are accepted too.
-
-    An online run waits at most ``register_timeout`` seconds for the platform to register it
-    (``PRIME_RUNS_REGISTER_TIMEOUT``, else 15 s); past that it goes on under a local id and
-    is registered when the platform answers (``docs/concepts.md``). In a coroutine,
-    ``await prime_runs.ainit(...)`` (or ``async with``) does the same off the event loop.
+    argument > ``PRIME_TRACES_OPT_OUT`` > config file) are accepted too. An online run
+    waits at most ``register_timeout`` s (``PRIME_RUNS_REGISTER_TIMEOUT``, else 15) to be
+    registered, then goes on under a local id; ``await prime_runs.ainit(...)`` in a coroutine.
     """
     # First statement: locals() is exactly the call's arguments here.
     arguments = dict(locals())

@@ -264,13 +264,7 @@ class Settings:
         file = load_config_file(config_path)
         where = f"{config_path or default_config_path()}"
 
-        key_source: str | None
-        if api_key is not None:
-            key, key_source = _text(api_key), "api_key="
-        else:
-            key, key_source = _sourced(
-                (API_KEY_ENV, env.get(API_KEY_ENV)), (f"api_key in {where}", file.get("api_key"))
-            )
+        key, key_source = _resolve_key(api_key, env, file, where)
         team = _first(team_id, env.get(TEAM_ID_ENV), file.get("team_id"))
         base, base_source = _sourced(
             ("base_url=", base_url),
@@ -303,6 +297,18 @@ class Settings:
     def evaluation_url(self, evaluation_id: str) -> str:
         """The dashboard page of an evaluation."""
         return f"{self.frontend_url}/dashboard/evaluations/{evaluation_id}"
+
+
+def _resolve_key(
+    argument: str | None, env: Mapping[str, str], file: Mapping[str, Any], where: str
+) -> tuple[str | None, str | None]:
+    """The API key and where it came from: ``api_key=`` (even ``""``), else the environment,
+    else the config file."""
+    if argument is not None:
+        return _text(argument), "api_key="
+    return _sourced(
+        (API_KEY_ENV, env.get(API_KEY_ENV)), (f"api_key in {where}", file.get("api_key"))
+    )
 
 
 def _resolve_mode(argument: str | None, env_value: str | None, *, has_key: bool) -> str:
