@@ -321,11 +321,13 @@ def test_a_task_cancelled_during_ainit_leaves_no_open_run(prime_env: StandInPlat
         asyncio.run(main())
     finally:
         prime_env.unstall()  # init() gets its evaluation now, and nobody awaits the run
+    # status.json is written after the platform confirms the close-out: wait for both.
     until = time.monotonic() + 30
     while time.monotonic() < until:
-        stored = list(prime_env.evaluations.values())
-        if stored and stored[0].get("status") == "CANCELLED":
-            break
+        stored = list(prime_env.evaluations.items())
+        if stored and stored[0][1].get("status") == "CANCELLED":
+            if archive_of(stored[0][0]).status().get("status") == "cancelled":
+                break
         time.sleep(0.05)
     (evaluation,) = prime_env.evaluations.values()
     assert (evaluation["status"], evaluation["error_message"]) == ("CANCELLED", "interrupted")
