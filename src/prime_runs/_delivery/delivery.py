@@ -58,10 +58,10 @@ class Delivery:
         on_outcome: OutcomeHandler,
         on_late: OutcomeHandler,
         on_retired: Callable[[Channel, int], None] | None = None,
-        channel_type: type[Channel] = Channel,
+        pause: float | None = None,
     ) -> None:
         self.run_id = run_id
-        self._channel_type = channel_type  # how its sinks retry (training metrics pause)
+        self._pause = pause  # how its sinks retry (training metrics pause: ``Channel``)
         self._archive = archive
         self._on_outcome = on_outcome
         self._on_late = on_late
@@ -107,8 +107,8 @@ class Delivery:
         when the records already held are queued for them). ``restamp``: the local and
         the platform run id, for records stamped with the first."""
         for sink in sinks:
-            self.channels[sink.name] = self._channel_type(
-                sink, on_outcome=self._settled, on_late=self._late
+            self.channels[sink.name] = Channel(
+                sink, on_outcome=self._settled, on_late=self._late, pause=self._pause
             )
             keep_notes = getattr(sink, "keep_notes", None)
             if keep_notes is not None and self._archive is not None:

@@ -3,7 +3,7 @@
 ``run.log_metrics()`` encodes the row's request body once, appends it to the run's
 metrics journal (``train_metrics-<pid>.jsonl`` in the run folder, one unbuffered write)
 and hands it to a delivery of its own: the process's ``BatchSpanProcessor`` of the
-``train_metrics`` sink (``_pipeline``) exports it through :class:`PausingChannel`. Rows
+``train_metrics`` sink (``_pipeline``) exports it through a channel given ``PAUSE``. Rows
 the platform stored are acknowledged in ``train_metrics-<pid>.acks``.
 
 Why a delivery apart from the run's records: every record reaches every sink of a
@@ -18,37 +18,13 @@ from __future__ import annotations
 
 import os
 import threading
-import time
 
-import prime_runs.platform.retry as retry
 from prime_runs._journal.archive import RunArchive
 from prime_runs._journal.nofollow import open_in_run
-from prime_runs._records.item import Outcome
-from prime_runs.exporters._channel import Channel
 
 KIND = "metrics"
 PAUSE = 300.0  # the longest wait between attempts while the platform keeps failing
 DELIVERY_SUFFIX = "#train_metrics"  # the registry key of a run's metrics delivery
-
-
-class PausingChannel(Channel):
-    """A channel that never retires after transient failures: it pauses, then resumes."""
-
-    def _apply(self, outcome: Outcome) -> None:
-        if outcome.retire is None and outcome.retry:
-            self._streak += 1
-            delay = outcome.retry_after
-            if delay is None:
-                delay = retry.resend_wait(self._streak)
-            self._backoff_until = time.monotonic() + min(delay, PAUSE)
-            self._retry = outcome.retry
-            outcome.retry = []
-            # What finish() reads as "the platform is down": it then stops waiting early.
-            self.failing = self._streak >= retry.STREAK
-            return
-        super()._apply(outcome)
-        if outcome.retire is None:
-            self.failing = False
 
 
 class MetricsJournal:

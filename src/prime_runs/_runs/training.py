@@ -20,7 +20,7 @@ from typing import Any
 
 import prime_runs._forking as _forking
 from prime_runs._delivery.delivery import Delivery
-from prime_runs._delivery.metrics import DELIVERY_SUFFIX, KIND, MetricsJournal, PausingChannel
+from prime_runs._delivery.metrics import DELIVERY_SUFFIX, KIND, PAUSE, MetricsJournal
 from prime_runs._journal.archive import RunArchive
 from prime_runs._plural import quantity
 from prime_runs._records.item import Item, Outcome
@@ -72,7 +72,7 @@ class TrainingSide:
             None,
             on_outcome=self._settled,
             on_late=self._late,
-            channel_type=PausingChannel,
+            pause=PAUSE,
         )
         if platform is not None:
             self.delivery.attach([MetricsSink(platform, state.run_id, owns_client=False)])

@@ -9,8 +9,9 @@ A transient failure keeps the batch (the very same ``Item`` objects, so the trac
 resends identical bytes and the sample sink reads back before resending) for the next
 delivery, after a back-off (Retry-After when the platform gave one). After
 ``retry.STREAK`` of them in a row the platform is down rather than flaky and the
-channel retires, so the run stops hammering it. A permanent failure retires it at once.
-The numbers are the one retry policy's (``platform/retry``).
+channel retires, so the run stops hammering it; a channel given ``pause`` (training
+metrics, ``_delivery/metrics``) pauses instead and resumes. A permanent failure retires it
+at once. The numbers are the one retry policy's (``platform/retry``).
 """
 
 from __future__ import annotations
@@ -41,8 +42,12 @@ class Channel:
         *,
         on_outcome: OutcomeHandler | None = None,
         on_late: OutcomeHandler | None = None,
+        pause: float | None = None,
     ) -> None:
         self.sink = sink
+        # None: retire after retry.STREAK transient failures in a row; else never retire
+        # for them, waiting at most ``pause`` seconds between attempts.
+        self._pause = pause
         self._on_outcome = on_outcome
         self._on_late = on_late
         self._send_lock = threading.Lock()  # one delivery at a time
@@ -57,7 +62,7 @@ class Channel:
         self._sink_closed = False
         self.retired: str | None = None
         self.quiet = False  # retired without it being a loss (service not enabled)
-        self.failing = False  # retired after retry.STREAK transient failures
+        self.failing = False  # retry.STREAK transient failures in a row (finish() stops early)
 
     def __repr__(self) -> str:
         return f"Channel({self.name!r}, retired={self.retired!r})"
@@ -143,18 +148,19 @@ class Channel:
             return
         self._waits = 0
         if outcome.retire is None and outcome.retry:
-            if self._streak + 1 >= retry.STREAK:
-                self.failing = True
+            self._streak += 1
+            self.failing = self._streak >= retry.STREAK
+            if self.failing and self._pause is None:
                 outcome.retire = (
                     f"{retry.STREAK} failures in a row (last: {outcome.retry_reason}); "
                     "the records are kept in the archive for `prime-runs sync`"
                 )
             else:
-                self._streak += 1
                 delay = outcome.retry_after
                 if delay is None:
                     delay = retry.resend_wait(self._streak)
-                self._backoff_until = time.monotonic() + min(delay, retry.RETRY_AFTER_CAP)
+                cap = retry.RETRY_AFTER_CAP if self._pause is None else self._pause
+                self._backoff_until = time.monotonic() + min(delay, cap)
                 self._retry = outcome.retry
                 outcome.retry = []
                 return
@@ -168,6 +174,8 @@ class Channel:
             outcome.retry = []
             return
         self._streak = 0
+        if self.retired is None:  # a late success does not undo a retirement's cause
+            self.failing = False
 
     def _report(self, outcome: Outcome) -> None:
         handler = self._on_late if outcome.late else self._on_outcome
