@@ -1,7 +1,7 @@
-"""A run's delivery with a scripted sink, under OpenTelemetry's own BatchSpanProcessor:
-the producer never waits, memory is bounded, order is kept, retries, retirement,
-deadlines, late outcomes, and what a full queue drops is delivered from the ledger; and
-the Deadline a sink sleeps on. (These replace the tests of the former home-made queue.)"""
+"""A run's delivery with a scripted sink, served by the process's worker of the sink: the
+producer never waits, memory is bounded, order is kept, retries, retirement, deadlines,
+late outcomes, a backlog larger than a batch is delivered once; and the Deadline a sink
+sleeps on."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from collections.abc import Callable
 
 import pytest
 
+import prime_runs._delivery.workers as _workers
 import prime_runs._journal.ledger as _ledger
 from prime_runs._delivery.delivery import Delivery
 from prime_runs._records.item import Deadline, Item, Outcome
@@ -125,47 +126,12 @@ def test_records_reach_the_sink_once_and_in_order() -> None:
     delivery.close()
 
 
-def test_a_record_span_of_an_earlier_delivery_of_the_run_claims_nothing() -> None:
-    # An earlier join of the same run in this process may leave record spans queued; their
-    # handles count from 0 as this delivery's do, so by number they would name its records.
-    from opentelemetry.sdk.trace import ReadableSpan
-    from opentelemetry.trace import SpanContext, TraceFlags
-
-    from prime_runs import semconv
-    from prime_runs.exporters._exporter import RunRecordExporter
-
-    sink = ScriptedSink()
-    sink.gate = threading.Event()  # the live exports of this delivery wait
-    rec = Recorder()
-    delivery = _delivery(sink, rec)
-    for n in range(3):
-        delivery.hand(_rec(n))
-    stale = [
-        ReadableSpan(
-            name="record",
-            context=SpanContext(12345, ref + 1, False, TraceFlags(TraceFlags.SAMPLED)),
-            attributes={semconv.RUN_ID: "run-test", semconv.RECORD_REF: ref},
-        )
-        for ref in (2,)
-    ]
-    exporter = RunRecordExporter(("fake",), internal=True, timeout=1.0)
-    done = threading.Thread(target=exporter.export, args=(stale,))
-    done.start()
-    done.join(2)
-    sink.gate.set()
-    delivery.drain(time.monotonic() + 10)
-    sent = [i.record_id for b in sink.batches for i in b]
-    assert sent == ["r0", "r1", "r2"]  # each once, in order: r2 was not taken out of turn
-    delivery.close()
-
-
-def test_a_full_batch_processor_queue_loses_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("OTEL_BSP_MAX_QUEUE_SIZE", "4")
+def test_a_backlog_handed_while_the_sink_waits_is_delivered_once() -> None:
     sink = ScriptedSink()
     sink.gate = threading.Event()
     rec = Recorder()
     delivery = _delivery(sink, rec)
-    for n in range(500):  # the 4-span queue drops almost all of these spans
+    for n in range(500):  # the worker's first request waits on the gate meanwhile
         assert delivery.hand(_rec(n))
     sink.gate.set()
     delivery.drain(time.monotonic() + 20)
@@ -369,6 +335,7 @@ def test_drain_serves_the_sinks_on_its_own_thread_when_no_thread_can_start(
         raise RuntimeError("can't create new thread at interpreter shutdown")
 
     with monkeypatch.context() as m:  # as in an exit hook under Python 3.12+
+        m.setattr(_workers, "_workers", {})  # no worker of the sink has started yet
         m.setattr(threading.Thread, "start", refuse)
         delivery.drain(time.monotonic() + 10)
         assert delivery.close() == {}

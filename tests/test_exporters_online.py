@@ -444,7 +444,6 @@ def test_a_full_queue_is_made_good_from_the_journal_at_finish(
 ) -> None:
     # A 4-span BatchSpanProcessor queue drops most spans, and only 4 payloads stay in
     # memory: the rest are read back from the journal and delivered at finish.
-    monkeypatch.setenv("OTEL_BSP_MAX_QUEUE_SIZE", "4")
     monkeypatch.setattr(_ledger, "MAX_HELD_ITEMS_JOURNALED", 4)
     records = _episodes(21)
     run = _init(prime_env, tmp_path)

@@ -129,7 +129,6 @@ def test_an_ambiguous_append_that_landed_is_read_back_not_resent_live_and_in_syn
 def test_a_tiny_batch_queue_under_a_burst_delivers_every_record_from_the_journal(
     prime_env: StandInPlatform, burst: Callable[[int], list[dict]], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv("OTEL_BSP_MAX_QUEUE_SIZE", "4")
     monkeypatch.setattr(_ledger, "MAX_HELD_ITEMS_JOURNALED", 16)  # the rest: journal only
     records = burst(500)
     run = pr.init(name="burst", environments=["gsm8k"], model="m", framework="f")

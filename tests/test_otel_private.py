@@ -3,7 +3,6 @@ mean what the SDK means by them: a release that renames or moves one fails here 
 
 from __future__ import annotations
 
-import logging
 import threading
 from collections.abc import Sequence
 
@@ -14,9 +13,9 @@ from opentelemetry.instrumentation.utils import (
     suppress_instrumentation,
 )
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
-from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
+from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
-from prime_runs._otel_private import BATCH_PROCESSOR_LOGGERS, SUPPRESS_KEYS
+from prime_runs._otel_private import SUPPRESS_KEYS
 from prime_runs._otel_private import suppress_instrumentation as our_suppress
 
 
@@ -42,34 +41,6 @@ class _Blocked(SpanExporter):
     def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
         self.release.wait(10)
         return SpanExportResult.SUCCESS
-
-
-def test_a_full_batch_queue_logs_on_a_logger_we_name() -> None:
-    seen: list[str] = []
-
-    class _Catch(logging.Handler):
-        def emit(self, record: logging.LogRecord) -> None:
-            if "Queue full" in record.getMessage() or "dropp" in record.getMessage().lower():
-                seen.append(record.name)
-
-    handler = _Catch()
-    opentelemetry_logger = logging.getLogger("opentelemetry")
-    opentelemetry_logger.addHandler(handler)
-    exporter = _Blocked()
-    processor = BatchSpanProcessor(exporter, max_queue_size=1, max_export_batch_size=1)
-    provider = TracerProvider()
-    provider.add_span_processor(processor)
-    try:
-        tracer = provider.get_tracer("t")
-        for _ in range(20):
-            tracer.start_span("s").end()
-    finally:
-        exporter.release.set()
-        provider.shutdown()
-        opentelemetry_logger.removeHandler(handler)
-
-    assert seen, "the batch processor dropped spans without a log line"
-    assert set(seen) <= set(BATCH_PROCESSOR_LOGGERS), seen
 
 
 def test_the_logs_signal_names_the_genai_log_processor_reads_are_there() -> None:

@@ -10,7 +10,6 @@ import prime_runs._journal.ledger as _ledger
 def test_full_queue_drops_are_recovered_at_finish(prime_env, episodes, monkeypatch):
     # A 2-span BatchSpanProcessor queue and 2 payloads in memory: the rest is read back
     # from the journal at finish.
-    monkeypatch.setenv("OTEL_BSP_MAX_QUEUE_SIZE", "2")
     monkeypatch.setattr(_ledger, "MAX_HELD_ITEMS_JOURNALED", 2)
     run = pr.init(name="r", environments=["e"], model="m", framework="f")
     prime_env.stall(None, 30)  # nothing is acknowledged while we log

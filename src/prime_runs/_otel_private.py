@@ -8,9 +8,6 @@ used, each checked by ``tests/test_otel_private.py`` (which fails if a release c
   instrumentation of the user's does not trace them. The public helper
   (``opentelemetry.instrumentation.utils.suppress_instrumentation``) lives in a package that
   is not a dependency; it sets the same keys.
-- ``BATCH_PROCESSOR_LOGGERS``: where ``BatchSpanProcessor`` logs "Queue full, dropping Span."
-  (its module's logger in older SDKs, a shared internal one in newer). The line is hidden for
-  the SDK's own processors only: what their queue drops is delivered from the run's ledger.
 
 - ``span_processors``: the processors of the provider that made a span (the SDK span's
   ``_span_processor``, the provider's multi-processor, and its ``_span_processors`` tuple,
@@ -44,8 +41,6 @@ SUPPRESS_KEYS: tuple[str, ...] = tuple(
     )
     if isinstance(key, str)
 )
-
-BATCH_PROCESSOR_LOGGERS = ("opentelemetry.sdk._shared_internal", "opentelemetry.sdk.trace.export")
 
 
 @contextmanager

@@ -66,9 +66,6 @@ RECORD_KIND = "prime.record.kind"  # "episode" | "trace"
 RECORD_ENV = "prime.record.environment"
 RECORD_REWARD = "prime.record.reward"
 RECORD_BYTES = "prime.record.bytes"  # encoded size, when the payload travels beside the span
-# The run's handle for a record whose payload travels beside its span (the SDK's own record
-# spans on the delivery path): the run's ledger holds the bytes or their journal key.
-RECORD_REF = "prime.record.ref"
 
 # On an episode span mapped from GenAI spans (docs/genai.md): its task and environment.
 TASK_KEY = "prime.task.key"  # task.key

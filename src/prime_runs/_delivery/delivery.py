@@ -1,34 +1,24 @@
-"""One run's delivery: its ledger, a channel per sink, and the live path under
-OpenTelemetry's own ``BatchSpanProcessor``.
+"""One run's delivery: its ledger (the queue of every sink) and a channel per sink.
 
-Live, every record becomes a small span (the run id and the record's ledger handle; the
-payload stays beside it in the ledger) handed to the process's ``BatchSpanProcessor`` of each sink
-(``_pipeline``), whose
-exporter (``prime_runs.exporters``) claims the records from the ledger and delivers them
-through the sink's channel. The processor may drop on a full queue, swallow exceptions or
-clear its queue after a fork: the ledger still knows every record a sink has not settled. A
-live export catches up on the older ones no delivery holds (a full queue drops its oldest
-spans), and :meth:`Delivery.drain` (``flush()``/``finish()``) delivers whatever is left
-through the same channel, within the caller's deadline.
+A record handed to the delivery waits in the ledger for each sink; the process's worker of
+the sink (``_delivery/workers``) claims it and sends it through the run's channel
+(:meth:`Delivery.serve`). ``flush()``/``finish()`` (:meth:`Delivery.drain`) rush those
+workers and wait on the ledger within the caller's deadline. A user's exporter that sees a
+raw record span claims the same record from the ledger (:meth:`Delivery.export`), so the
+two deliver it once between them.
 """
 
 from __future__ import annotations
 
 import logging
-import secrets
 import threading
 import time
 from collections.abc import Callable
-from typing import Any
 
-from opentelemetry.sdk.trace import ReadableSpan
-from opentelemetry.trace import SpanContext, TraceFlags
-
-import prime_runs._delivery.pipeline as _pipeline
 import prime_runs._delivery.registry as _registry
+import prime_runs._delivery.workers as _workers
 import prime_runs._journal.batches as _batches
 import prime_runs.platform.retry as retry
-from prime_runs import semconv
 from prime_runs._journal.archive import RunArchive
 from prime_runs._journal.ledger import Ledger
 from prime_runs._records.item import Item, Outcome, Sink
@@ -67,7 +57,6 @@ class Delivery:
         self._on_late = on_late
         self._on_retired = on_retired
         self.channels: dict[str, Channel] = {}
-        self._processors: dict[str, Any] = {}  # the process's, per sink (``_pipeline``)
         self.ledger = Ledger((), archive)
         # Sinks attached later (a raw run span's run still registering): records wait in
         # the ledger for them meanwhile.
@@ -78,7 +67,6 @@ class Delivery:
         self._attached = threading.Event()
         self._turns: dict[str, threading.Lock] = {}  # see ``_turn``
         self._turns_lock = threading.Lock()
-        self._trace_id = int.from_bytes(secrets.token_bytes(16), "big") or 1
 
     def __repr__(self) -> str:
         return f"Delivery({self.run_id!r}, sinks={list(self.channels)})"
@@ -124,18 +112,16 @@ class Delivery:
                 self.ledger.abandon(name)  # a sink the registration did not give
         if self.channels:
             _registry.register(self.run_id, self)
-            # None at interpreter shutdown: no live path, finish() delivers from the ledger.
-            found = {name: _pipeline.processor(name) for name in self.channels}
-            self._processors = {name: p for name, p in found.items() if p is not None}
         self._expected = ()
         self._attached.set()
         if expected:
-            self._queue(self.ledger.unsettled())
+            # False at interpreter shutdown: finish() delivers on its own thread.
+            _workers.kick(list(self.channels))
 
     # -- the live path -----------------------------------------------------------------
 
     def hand(self, item: Item, origin: tuple[int, int] | None = None) -> bool:
-        """Hold ``item`` for every open sink and queue its span. False when it cannot be
+        """Hold ``item`` for every open sink and wake their workers. False when it cannot be
         held (no journal, memory bound). ``origin``: the raw span (id, event index or -1)
         the record came from."""
         open_ = [c.name for c in self.channels.values() if c.retired is None]
@@ -147,34 +133,14 @@ class Delivery:
             return False
         if origin is not None:
             _registry.note_origin(origin, self, ref)
-        self._queue([ref], open_)
+        if self.channels:  # else sinks not attached yet: ``attach`` wakes the workers
+            _workers.kick(open_)
         return True
 
-    def _queue(self, refs: list[int], sinks: list[str] | None = None) -> None:
-        """One small span per record on the process's processor of each sink."""
-        processors = [p for n, p in self._processors.items() if sinks is None or n in sinks]
-        if not processors:
-            return  # sinks not attached yet: ``attach`` queues what waits
-        for ref in refs:
-            span = ReadableSpan(
-                name="record",
-                # Sampled whatever the user's head sampler says: delivery never depends on it.
-                context=SpanContext(self._trace_id, ref + 1, False, TraceFlags(TraceFlags.SAMPLED)),
-                attributes={semconv.RUN_ID: self.run_id, semconv.RECORD_REF: ref},
-                resource=_pipeline.RESOURCE,
-            )
-            _pipeline.hand(span, processors)
-
-    def handed(self, trace_id: int) -> bool:
-        """Whether record spans of ``trace_id`` are this delivery's. A handle means nothing
-        to another delivery of the same run id: an earlier join of the run in this process
-        may have left spans in a queue, and their handles would name this one's records."""
-        return trace_id == self._trace_id
-
     def export(self, sink: str, refs: list[int], until: float) -> bool:
-        """Deliver the records ``refs`` to ``sink`` (an exporter's ``export``), then the older
-        ones the span queue dropped, until ``until`` (``time.monotonic()``); False when some
-        of them are not stored (yet): they stay owed, for the next export or flush."""
+        """Deliver the records ``refs`` to ``sink`` (a user's exporter saw their raw spans)
+        until ``until`` (``time.monotonic()``); False when some of them are not stored
+        (yet): they stay owed, for the sink's worker."""
         channel = self.channels.get(sink)
         if channel is None and sink in self._expected:
             # The run is being registered (in well under a second, usually): wait for its
@@ -188,18 +154,18 @@ class Delivery:
         limits = {"max_items": BATCH_ITEMS, "max_bytes": BATCH_BYTES}
         remaining = iter(refs)  # each claim takes the next requests' worth
         claim = lambda: self._stamped(self.ledger.claim(sink, remaining, **limits))  # noqa: E731
-        ok = self._deliver_claims(channel, claim, until)
-        if refs and time.monotonic() < until:
-            # A full queue drops its oldest spans. Their records are older than this batch's
-            # newest and no delivery holds them: deliver them now, not at flush/finish.
-            newest = max(refs)
-            caught_up = self._deliver_claims(
-                channel,
-                lambda: self._stamped(self.ledger.claim_dropped(sink, newest, **limits)),
-                until,
-            )
-            ok = caught_up and ok
-        return ok
+        return self._deliver_claims(channel, claim, until)
+
+    def serve(self, sink: str, until: float) -> bool:
+        """The sink's worker: deliver the oldest records waiting for ``sink`` until none is
+        left or ``until`` passes; False when some stay owed (a back-off, out of time)."""
+        channel = self.channels.get(sink)
+        if channel is None or channel.retired is not None:
+            return True  # not attached yet (``attach`` wakes the worker), or stopped
+        claim = lambda: self._stamped(  # noqa: E731
+            self.ledger.claim(sink, max_items=BATCH_ITEMS, max_bytes=BATCH_BYTES)
+        )
+        return self._deliver_claims(channel, claim, until)
 
     def _stamped(self, items: list[Item]) -> list[Item]:
         restamp = self._restamp
@@ -290,27 +256,20 @@ class Delivery:
         stored_any: Callable[[], bool] | None = None,
         silent_after: float = 0.0,
     ) -> bool:
-        """Deliver every record a sink has not settled, until ``until``. True when it gave
-        up early because the platform stored nothing during the whole run (``stored_any``)
-        for ``silent_after`` seconds since ``started`` while records were pending."""
-        threads = [
-            threading.Thread(
-                target=self._drain_one, args=(c, until), name=f"prime-runs-{c.name}", daemon=True
-            )
-            for c in self.channels.values()
-            if c.retired is None and (self.ledger.waiting(c.name) or c.held())
-        ]
-        try:
-            for thread in threads:
-                thread.start()
-        except RuntimeError:
+        """Have the sinks' workers deliver every record a sink has not settled, and wait for
+        them until ``until``. True when it gave up early because the platform stored nothing
+        during the whole run (``stored_any``) for ``silent_after`` seconds since ``started``
+        while records were pending."""
+        owed = self._owed()
+        if not owed:
+            return False
+        if not _workers.kick(owed, rush=True):
             # Interpreter shutdown (Python 3.12+ refuses new threads in exit hooks): the
             # sinks are served one after the other on this thread instead.
-            for channel in self.channels.values():
-                if channel.retired is None:
-                    self._drain_one(channel, until)
+            for name in owed:
+                self.serve(name, until)
             return False
-        while any(t.is_alive() for t in threads):
+        while self._owed():
             now = time.monotonic()
             if now >= until:
                 return False
@@ -318,30 +277,16 @@ class Delivery:
                 if not stored_any():
                     self.stop_by(now)
                     return True
-            for thread in threads:
-                thread.join(max(0.0, min(until, now + _POLL) - time.monotonic()))
+            self.ledger.wait_change(min(_POLL, until - now))
         return False
 
-    def _drain_one(self, channel: Channel, until: float) -> None:
-        name = channel.name
-        turn = self._turn(name)
-        while time.monotonic() < until and channel.retired is None:
-            if not turn.acquire(timeout=max(0.0, min(_POLL, until - time.monotonic()))):
-                continue  # a live export has the sink's turn
-            try:
-                items = self._stamped(
-                    self.ledger.claim(name, max_items=BATCH_ITEMS, max_bytes=BATCH_BYTES)
-                )
-                if items or channel.held():
-                    channel.deliver(items, until)
-                    del items  # not held through the next claim's read-back
-                    continue
-            finally:
-                turn.release()
-            if not self.ledger.waiting(name):
-                return
-            # Claimed by a delivery in flight elsewhere (a user's exporter): wait for it.
-            self.ledger.wait_change(min(_POLL, until - time.monotonic()))
+    def _owed(self) -> list[str]:
+        """The open sinks that have records to settle (waiting, or kept for a resend)."""
+        return [
+            c.name
+            for c in self.channels.values()
+            if c.retired is None and (self.ledger.waiting(c.name) or c.held())
+        ]
 
     def stop_by(self, at: float) -> None:
         for channel in self.channels.values():
@@ -351,10 +296,6 @@ class Delivery:
         """Every sink that matters stopped after repeated transient failures."""
         relevant = [c for c in self.channels.values() if not c.quiet]
         return bool(relevant) and all(c.failing for c in relevant)
-
-    def taken_over(self) -> dict[str, int]:
-        """Per sink, records a flush or finish delivered that the live queue never had."""
-        return dict(self.ledger.taken_over)
 
     def close(self) -> dict[str, int]:
         """Stop every sink; per sink, how many records it never settled."""
@@ -370,8 +311,8 @@ class Delivery:
         return left
 
     def after_fork(self) -> None:
-        """In a forked child: the parent's records are the parent's; the processors reset
-        themselves (OpenTelemetry clears their queues in the child)."""
+        """In a forked child: the parent's records are the parent's; the workers start
+        afresh (``_delivery/workers``)."""
         self.ledger.after_fork()
         self._turns, self._turns_lock = {}, threading.Lock()  # a parent thread's are stale
         for channel in self.channels.values():

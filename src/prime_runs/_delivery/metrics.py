@@ -2,8 +2,8 @@
 
 ``run.log_metrics()`` encodes the row's request body once, appends it to the run's
 metrics journal (``train_metrics-<pid>.jsonl`` in the run folder, one unbuffered write)
-and hands it to a delivery of its own: the process's ``BatchSpanProcessor`` of the
-``train_metrics`` sink (``_pipeline``) exports it through a channel given ``PAUSE``. Rows
+and hands it to a delivery of its own: the process's worker of the ``train_metrics``
+sink (``_delivery/workers``) sends it through a channel given ``PAUSE``. Rows
 the platform stored are acknowledged in ``train_metrics-<pid>.acks``.
 
 Why a delivery apart from the run's records: every record reaches every sink of a

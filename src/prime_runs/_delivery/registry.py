@@ -1,8 +1,8 @@
-"""The runs this process delivers, by run id: how an exporter finds a span's run.
+"""The runs this process delivers: every open delivery, which the sinks' workers serve, and
+the newest of each run id.
 
-An exporter may see spans of several runs (one instance on a user's provider serves every
-run); each record span names its run (``prime.run.id``), and the run's delivery holds the
-record and the sinks. Entries go when the run's delivery closes (or is collected).
+Entries go when the run's delivery closes (or is collected). Two deliveries of one run id
+may be open at once (an owner and a join of its run in one process): both are served.
 """
 
 from __future__ import annotations
@@ -15,15 +15,18 @@ import prime_runs._forking as _forking
 
 _lock = threading.Lock()
 _runs: weakref.WeakValueDictionary[str, Any] = weakref.WeakValueDictionary()
+_open: weakref.WeakSet[Any] = weakref.WeakSet()
 
 
 def register(run_id: str, delivery: Any) -> None:
     with _lock:
         _runs[run_id] = delivery
+        _open.add(delivery)
 
 
 def unregister(run_id: str, delivery: Any) -> None:
     with _lock:
+        _open.discard(delivery)
         if _runs.get(run_id) is delivery:
             del _runs[run_id]
 
@@ -36,8 +39,9 @@ def lookup(run_id: object) -> Any:
 
 
 def deliveries() -> list[Any]:
+    """Every open delivery of the process."""
     with _lock:
-        return list(_runs.values())
+        return list(_open)
 
 
 def after_fork() -> None:

@@ -25,7 +25,7 @@ from prime_runs._genai.episode import build
 from prime_runs._genai.logs import LogEvent
 from prime_runs._genai.reporting import RunReports, kind_of
 from prime_runs.errors import PrimeRunsError
-from prime_runs.semconv import EPISODE_SPAN, RECORD, RECORD_KIND, RECORD_REF
+from prime_runs.semconv import EPISODE_SPAN, RECORD, RECORD_KIND
 
 if TYPE_CHECKING:
     from prime_runs._runs.state import RunState
@@ -243,7 +243,7 @@ def _same_trace(span: Span, state: RunState) -> bool:
 
 
 # Attributes of record spans the SDK or the producer already made a record of.
-_OWN_RECORD = (RECORD, RECORD_KIND, RECORD_REF)
+_OWN_RECORD = (RECORD, RECORD_KIND)
 
 
 def _is_root(span: Span, parent_is_run: bool) -> bool:

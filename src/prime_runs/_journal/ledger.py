@@ -1,13 +1,11 @@
-"""One run's records on their way to the sinks: what travels beside each record's span.
+"""One run's records on their way to the sinks: the queue each sink's worker takes from.
 
-A record's span carries only a small handle (``ref``, a sequence number). The ledger holds
-the record for it: the encoded bytes while they fit the memory bound, else only where the
-journal holds it (8 bytes: the bytes are read back, and the record checked again, when a
-sink needs them). Per sink it keeps one byte per record while any record before it is
-unsettled (stored, rejected for its own sake, or given up on) and knows which records a
-delivery has claimed, so the live queue, ``flush()``/``finish()`` and a user's exporter
-never send one record twice, and a live export (``claim_dropped``) or ``finish()``
-delivers what the queue dropped without reading the whole journal. A burst therefore
+Each record has a handle (``ref``, a sequence number). The ledger holds the record for it:
+the encoded bytes while they fit the memory bound, else only where the journal holds it (8
+bytes: the bytes are read back, and the record checked again, when a sink needs them). Per
+sink it keeps one byte per record while any record before it is unsettled (stored,
+rejected for its own sake, or given up on) and knows which records a delivery has claimed,
+so the sink's worker and a user's exporter never send one record twice. A burst therefore
 costs about fourteen bytes a record beyond the bytes kept in memory, and a claim reads back
 at most its byte budget (or one record larger than it).
 
@@ -64,7 +62,6 @@ class Ledger:
         self._cond = threading.Condition()
         self._sinks = list(sinks)
         self._reset(0)
-        self.taken_over: dict[str, int] = dict.fromkeys(self._sinks, 0)  # see ``claim``
         self._closed: set[str] = set()
         self._segments: list[str] = []
         self._segment_no: dict[str, int] = {}
@@ -80,12 +77,9 @@ class Ledger:
         self._waiting = {s: bytearray() for s in self._sinks}  # per slot: 1 while waiting
         self._count = dict.fromkeys(self._sinks, 0)
         self._low = dict.fromkeys(self._sinks, base)  # no record before it waits
-        # A flush's scan starts here: every record before it is settled or claimed.
+        # A worker's scan starts here: every record before it is settled or claimed.
         self._cursor = dict.fromkeys(self._sinks, base)
-        # The same for a live export's catch-up scan (see ``claim_dropped``).
-        self._swept = dict.fromkeys(self._sinks, base)
         self._busy: dict[str, set[int]] = {s: set() for s in self._sinks}
-        self._live: dict[str, set[int]] = {s: set() for s in self._sinks}
         self._recent: OrderedDict[int, Item] = OrderedDict()  # see RECENT_BYTES
         self._stamps: dict[int, tuple[int, ...]] = {}  # of records held as a journal key
         self._recent_bytes = 0
@@ -134,33 +128,18 @@ class Ledger:
         max_items: int = 2_000,
         max_bytes: int = 8 * 1024 * 1024,
     ) -> list[Item]:
-        """Records waiting for ``sink`` that no delivery holds (``refs`` only: a live export;
-        else the oldest: a flush or finish), now held by the caller until settled or
-        released. ``taken_over`` counts the records a flush or finish claimed that no live
-        export ever had (the queue dropped them, or had not sent them yet)."""
+        """Records waiting for ``sink`` that no delivery holds (``refs`` only: a user's
+        exporter; else the oldest: the sink's worker), now held by the caller until settled
+        or released."""
         with self._cond:
             if sink not in self._waiting:
                 return []
             if refs is None:
                 start = max(self._low[sink], self._cursor[sink])
                 candidates: Iterable[int] = range(start, self._next)
-                taken = self._take(sink, candidates, self._cursor, False, max_items, max_bytes)
+                taken = self._take(sink, candidates, self._cursor, max_items, max_bytes)
             else:
-                taken = self._take(sink, refs, None, True, max_items, max_bytes)
-            segments = list(self._segments)
-        return self._loaded(*taken, segments)
-
-    def claim_dropped(
-        self, sink: str, before: int, *, max_items: int = 2_000, max_bytes: int = 8 * 1024 * 1024
-    ) -> list[Item]:
-        """Records before ``before`` that wait for ``sink`` and that no delivery holds: a live
-        export catching up on what the span queue dropped (it drops the oldest when full).
-        Claimed as live, so a flush does not count them as taken over."""
-        with self._cond:
-            if sink not in self._waiting:
-                return []
-            start = max(self._low[sink], self._swept[sink])
-            taken = self._take(sink, range(start, before), self._swept, True, max_items, max_bytes)
+                taken = self._take(sink, refs, None, max_items, max_bytes)
             segments = list(self._segments)
         return self._loaded(*taken, segments)
 
@@ -169,13 +148,12 @@ class Ledger:
         sink: str,
         candidates: Iterable[int],
         cursor: dict[str, int] | None,
-        live_export: bool,
         max_items: int,
         max_bytes: int,
     ) -> tuple[list[Item], list[tuple[int, int]]]:
         """Claim from ``candidates`` (under the lock): the records held in memory, and the
         (ref, packed key) of those to read back. ``cursor`` moves past each candidate seen."""
-        busy, live = self._busy[sink], self._live[sink]
+        busy = self._busy[sink]
         out: list[Item] = []
         lite: list[tuple[int, int]] = []
         size = 0
@@ -185,10 +163,6 @@ class Ledger:
             if ref in busy or not self._waits(sink, ref):
                 continue
             busy.add(ref)
-            if live_export:
-                live.add(ref)
-            elif ref not in live:
-                self.taken_over[sink] += 1
             item = self._held.get(ref)
             if item is not None:
                 out.append(item)
@@ -269,7 +243,6 @@ class Ledger:
                 if item.ref is not None:
                     busy.discard(item.ref)
                     self._cursor[sink] = min(self._cursor[sink], item.ref)
-                    self._swept[sink] = min(self._swept[sink], item.ref)
             self._cond.notify_all()
 
     def settle(self, sink: str, items: Iterable[Item]) -> None:
@@ -285,7 +258,6 @@ class Ledger:
                 flags[ref - self._base] = 0
                 self._count[sink] -= 1
                 self._busy[sink].discard(ref)
-                self._live[sink].discard(ref)
                 self._forget_if_done(ref)
             self._advance(sink)
             self._cond.notify_all()
@@ -315,15 +287,6 @@ class Ledger:
     def waiting(self, sink: str) -> int:
         with self._cond:
             return self._count.get(sink, 0)
-
-    def unsettled(self) -> list[int]:
-        """The records some sink still waits for (queued again once sinks are attached)."""
-        with self._cond:
-            low = min(self._low.values(), default=self._next)
-            flags = list(self._waiting.values())
-            return [
-                ref for ref in range(low, self._next) if any(f[ref - self._base] for f in flags)
-            ]
 
     def claimable(self, sink: str) -> int:
         """Records waiting for ``sink`` that no delivery holds."""
@@ -364,7 +327,6 @@ class Ledger:
             self._waiting[sink] = bytearray(len(self._lite))
             self._count[sink] = 0
             self._busy[sink] = set()
-            self._live[sink] = set()
             for ref in list(self._held):
                 self._forget_if_done(ref)
             self._advance(sink)
@@ -375,7 +337,6 @@ class Ledger:
         """In a forked child: the parent's records are the parent's to deliver."""
         self._cond = threading.Condition()
         self._reset(self._next)
-        self.taken_over = dict.fromkeys(self._sinks, 0)
 
 
 def _recovered(

@@ -38,9 +38,6 @@ class Counters:
     unjournaled: int = 0  # records the journal could not hold (disk full, size limit, link)
     late: int = 0  # records refused because they were logged after finish() began
     errors: list[str] = field(default_factory=list)
-    # Records flush()/finish() delivered from the ledger that no live export had sent
-    # (still queued, or waiting behind a slow platform): informational, not a loss.
-    taken_over: dict[str, int] = field(default_factory=dict)
     lock: threading.RLock = field(default_factory=threading.RLock, repr=False, compare=False)
     _late_entry: int | None = field(default=None, repr=False, compare=False)  # in ``errors``
 
@@ -116,10 +113,6 @@ class Counters:
             self.errors.append(message)
             return len(self.errors) - 1
 
-    def note_taken_over(self, counts: dict[str, int]) -> None:
-        with self.lock:
-            self.taken_over = {sink: n for sink, n in counts.items() if n}
-
     def stored_any(self) -> bool:
         with self.lock:
             return any(self.acked.values())
@@ -163,9 +156,6 @@ class Counters:
             "dropped": self.dropped,
             "invalid": self.invalid,
             "unjournaled": self.unjournaled,
-            # Per sink: what no live export had sent, which flush() or finish() sent instead
-            # (not a loss; a large number means the platform was slow near the end).
-            "sent_by_flush": dict(self.taken_over),
         }
 
     def warn_losses(self, *, run_id: str, where: str, online: bool) -> None:

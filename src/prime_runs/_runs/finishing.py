@@ -175,17 +175,8 @@ def final_summary(
 
 
 def close_sinks(delivery: Any, counters: Any, report: Callable[..., None]) -> None:
-    """Close the run's sinks at finish: say what the ledger delivered that no live export
-    had, and count (and report) what is left for ``prime-runs sync``."""
-    counters.note_taken_over(delivery.taken_over())
-    for sink, n in counters.taken_over.items():
-        logger.info(
-            "prime-runs: %s: %s no live export had sent %s delivered from "
-            "the run's ledger at flush/finish",
-            sink,
-            quantity(n, "record"),
-            "was" if n == 1 else "were",
-        )
+    """Close the run's sinks at finish: count (and report) what is left for
+    ``prime-runs sync``."""
     for sink, left in delivery.close().items():
         counters.count_sink("failed", sink, left)
         report(

@@ -1,19 +1,12 @@
 """The public span exporters: OpenTelemetry ``SpanExporter``s over the run's sinks.
 
 An exporter delivers the records of the spans it is given to its sinks, each span to the
-sinks of its own run (one instance serves every run of the process). Two kinds of spans
-carry records:
-
-- the SDK's own delivery spans, which name their run (``prime.run.id``) and the run's
-  handle for the record (``prime.record.ref``): the payload travels beside the span, in
-  the run's ledger, so a queue of these spans stays small;
-- raw ``episode``/``trace`` spans (or span events) with ``prime.record``: the run
-  processor on the same provider has journaled the record when the span ended, and the
-  exporter claims it from the run's ledger.
-
-Either way the record is claimed from the run's ledger, so the run's own pipeline and an
-exporter a user placed on their provider deliver it once between them, through the same
-sink. Other spans are ignored.
+sinks of its own run (one instance serves every run of the process). The spans that carry
+records are raw ``episode``/``trace`` spans (or span events) with ``prime.record``: the run
+processor on the same provider has journaled the record when the span ended, and the
+exporter claims it from the run's ledger, so the run's own workers (``_delivery/workers``)
+and an exporter a user placed on their provider deliver it once between them, through the
+same sink. Other spans are ignored.
 
 ``export`` never raises and returns within its timeout (the ``timeout`` argument in
 seconds, else ``OTEL_BSP_EXPORT_TIMEOUT`` in milliseconds, else 30 s), whatever the
@@ -36,16 +29,13 @@ from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
 import prime_runs._delivery.flushing as _flushing
 import prime_runs._delivery.registry as _registry
+import prime_runs._delivery.workers as _workers
 from prime_runs import semconv
 from prime_runs.errors import ConfigurationError
 from prime_runs.exporters.samples import SINK_NAME as SAMPLES
 from prime_runs.exporters.traces import SINK_NAME as TRACES
-from prime_runs.settings import positive_env_int
 
 logger = logging.getLogger("prime_runs")
-
-EXPORT_TIMEOUT_ENV = "OTEL_BSP_EXPORT_TIMEOUT"
-DEFAULT_EXPORT_TIMEOUT_MS = 30_000  # OpenTelemetry's default for OTEL_BSP_EXPORT_TIMEOUT
 
 
 def export_timeout(timeout: float | None = None) -> float:
@@ -54,7 +44,7 @@ def export_timeout(timeout: float | None = None) -> float:
         if not isinstance(timeout, (int, float)) or math.isnan(timeout) or timeout <= 0:
             raise ConfigurationError(f"timeout must be a number of seconds > 0, not {timeout!r}")
         return float(timeout)
-    return positive_env_int(EXPORT_TIMEOUT_ENV, DEFAULT_EXPORT_TIMEOUT_MS) / 1000
+    return _workers.export_timeout()
 
 
 class RunRecordExporter(SpanExporter):
@@ -63,18 +53,13 @@ class RunRecordExporter(SpanExporter):
     SINKS: tuple[str, ...] = (TRACES, SAMPLES)
 
     def __init__(
-        self,
-        sinks: tuple[str, ...] | None = None,
-        *,
-        internal: bool = False,
-        timeout: float | None = None,
+        self, sinks: tuple[str, ...] | None = None, *, timeout: float | None = None
     ) -> None:
         self._stopped = False
         self._sinks = self.SINKS if sinks is None else tuple(sinks)
         self._timeout = export_timeout(timeout)
         self._warned = False
-        if not internal:
-            _registry.user_exporter_created()  # from now on, raw spans can be claimed
+        _registry.user_exporter_created()  # from now on, raw spans can be claimed
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}()"
@@ -127,13 +112,6 @@ def _by_run(spans: Sequence[ReadableSpan]) -> tuple[dict[Any, list[int]], int]:
     untracked = 0
     for span in spans:
         attrs = span.attributes or {}
-        ref = attrs.get(semconv.RECORD_REF)
-        if isinstance(ref, int) and not isinstance(ref, bool):
-            delivery = _registry.lookup(attrs.get(semconv.RUN_ID))
-            context = span.context
-            if delivery is not None and context is not None and delivery.handed(context.trace_id):
-                groups.setdefault(delivery, []).append(ref)
-            continue
         for origin in _raw_origins(span, attrs):
             found = _registry.take_origin(origin)
             if found is None:
@@ -164,8 +142,8 @@ class PrimeTracesExporter(RunRecordExporter):
 
     SINKS = (TRACES,)
 
-    def __init__(self, *, timeout: float | None = None, _internal: bool = False) -> None:
-        super().__init__(internal=_internal, timeout=timeout)
+    def __init__(self, *, timeout: float | None = None) -> None:
+        super().__init__(timeout=timeout)
 
 
 class SampleTableExporter(RunRecordExporter):
@@ -174,14 +152,5 @@ class SampleTableExporter(RunRecordExporter):
 
     SINKS = (SAMPLES,)
 
-    def __init__(self, *, timeout: float | None = None, _internal: bool = False) -> None:
-        super().__init__(internal=_internal, timeout=timeout)
-
-
-def exporter_for(sink: str) -> RunRecordExporter:
-    """A fresh exporter for one sink (the run's own live path)."""
-    if sink == TRACES:
-        return PrimeTracesExporter(_internal=True)
-    if sink == SAMPLES:
-        return SampleTableExporter(_internal=True)
-    return RunRecordExporter((sink,), internal=True)  # any other sink (tests use scripted ones)
+    def __init__(self, *, timeout: float | None = None) -> None:
+        super().__init__(timeout=timeout)
