@@ -149,25 +149,14 @@ def batch_samples(samples: Sequence[Any]) -> list[list[Any]]:
     JSON cannot encode at all raises ``TypeError``. Each names the sample's index.
     """
     limit = _request_limit()
-    batches: list[list[Any]] = []
-    batch: list[Any] = []
-    size = ENVELOPE_BYTES
-    for index, sample in enumerate(samples):
-        sample_bytes = _sample_size(index, sample)
+    sizes = [_sample_size(index, sample) for index, sample in enumerate(samples)]
+    for index, sample_bytes in enumerate(sizes):
         if ENVELOPE_BYTES + sample_bytes > limit:
             raise RecordError(
                 f"sample {index} is too large to upload "
                 f"({ENVELOPE_BYTES + sample_bytes} > {limit} bytes)"
             )
-        extra = sample_bytes + (1 if batch else 0)  # +1: the comma before it
-        if batch and size + extra > limit:
-            batches.append(batch)
-            batch, size, extra = [], ENVELOPE_BYTES, sample_bytes
-        batch.append(sample)
-        size += extra
-    if batch:
-        batches.append(batch)
-    return batches
+    return _v0rows.packed(samples, sizes, limit)
 
 
 def _sample_size(index: int, sample: Any) -> int:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Mapping, Sequence
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, TypeVar
 
 import prime_runs._records.access as _records
 from prime_runs._records.jsonio import encode_json, is_nonfinite_error, sanitize_nonfinite
@@ -24,6 +24,28 @@ logger = logging.getLogger("prime_runs")
 
 #: ``{"samples":[]}``: what a request costs before its first row.
 ENVELOPE_BYTES = 14
+
+T = TypeVar("T")
+
+
+def packed(entries: Sequence[T], sizes: Sequence[int], limit: int) -> list[list[T]]:
+    """``entries`` in greedy, in-order batches whose ``{"samples":[...]}`` body (envelope
+    and commas counted) fits ``limit``, given each entry's encoded size: the one packer of
+    sample rows. An entry too large alone gets a batch of its own: callers set those apart
+    first, each in its own way (refused, rejected, or split off)."""
+    batches: list[list[T]] = []
+    current: list[T] = []
+    size = ENVELOPE_BYTES
+    for entry, entry_size in zip(entries, sizes, strict=True):
+        extra = entry_size + (1 if current else 0)  # +1: the comma before it
+        if current and size + extra > limit:
+            batches.append(current)
+            current, size, extra = [], ENVELOPE_BYTES, entry_size
+        current.append(entry)
+        size += extra
+    if current:
+        batches.append(current)
+    return batches
 
 
 class Source(NamedTuple):

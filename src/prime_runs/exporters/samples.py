@@ -19,10 +19,10 @@ from typing import TYPE_CHECKING, Any
 
 from prime_runs._records.item import Deadline, Item, Outcome, as_deadline, record_key
 from prime_runs._records.skeleton import Spliced
-from prime_runs._records.v0rows import sample_id_of
+from prime_runs._records.v0rows import ENVELOPE_BYTES, packed, sample_id_of
 from prime_runs.errors import APIError, ValidationRejectedError
 from prime_runs.platform._http import PlatformClient
-from prime_runs.platform.samples import BODY_LIMIT, ENVELOPE_BYTES, SampleWriter, Sent
+from prime_runs.platform.samples import BODY_LIMIT, SampleWriter, Sent
 from prime_runs.projection import project_episode_parts
 
 if TYPE_CHECKING:
@@ -278,19 +278,7 @@ class SamplesSink:
 
     def _pack(self, rows: list[tuple[_Rows, Row]]) -> list[list[tuple[_Rows, Row]]]:
         """Greedy, in-order requests under the body limit (envelope and commas counted)."""
-        batches: list[list[tuple[_Rows, Row]]] = []
-        current: list[tuple[_Rows, Row]] = []
-        size = ENVELOPE_BYTES
-        for entry in rows:
-            extra = len(entry[1][1]) + (1 if current else 0)
-            if current and size + extra > self._limit:
-                batches.append(current)
-                current, size, extra = [], ENVELOPE_BYTES, len(entry[1][1])
-            current.append(entry)
-            size += extra
-        if current:
-            batches.append(current)
-        return batches
+        return packed(rows, [len(entry[1][1]) for entry in rows], self._limit)
 
     def close(self) -> None:
         self._waiting.clear()

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING
 import prime_runs.platform._bodies as _bodies
 from prime_runs._records.item import RecordKey
 from prime_runs._records.skeleton import Spliced
+from prime_runs._records.v0rows import ENVELOPE_BYTES, packed
 from prime_runs.errors import (
     APIError,
     ConflictError,
@@ -48,8 +49,7 @@ APPEND_TIMEOUT = 300.0
 MAX_RESENDS = 2
 WITNESSES = 8  # ids kept of the first and of the latest rows stored (see ``stored_among``)
 _HEAD = b'{"samples":['
-_TAIL = b"]}"
-ENVELOPE_BYTES = len(_HEAD) + len(_TAIL)  # 14
+_TAIL = b"]}"  # with _HEAD, the ENVELOPE_BYTES a body costs before its first row
 
 # An encoded row: bytes, or the parts it was spliced from (sent as they are, never joined).
 Row = tuple[str, bytes | Spliced]
@@ -89,24 +89,9 @@ class AppendResult:
 
 def pack(rows: Sequence[Row], limit: int = BODY_LIMIT) -> tuple[list[list[Row]], list[Row]]:
     """Greedy, in-order batches whose bodies fit ``limit``; plus rows too large alone."""
-    batches: list[list[Row]] = []
-    oversized: list[Row] = []
-    current: list[Row] = []
-    size = ENVELOPE_BYTES
-    for row in rows:
-        row_size = len(row[1])
-        if ENVELOPE_BYTES + row_size > limit:
-            oversized.append(row)
-            continue
-        extra = row_size + (1 if current else 0)
-        if current and size + extra > limit:
-            batches.append(current)
-            current, size, extra = [], ENVELOPE_BYTES, row_size
-        current.append(row)
-        size += extra
-    if current:
-        batches.append(current)
-    return batches, oversized
+    fits = [row for row in rows if ENVELOPE_BYTES + len(row[1]) <= limit]
+    oversized = [row for row in rows if ENVELOPE_BYTES + len(row[1]) > limit]
+    return packed(fits, [len(row[1]) for row in fits], limit), oversized
 
 
 def body_of(batch: Sequence[Row]) -> _bodies.Body:
