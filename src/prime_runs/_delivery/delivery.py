@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import prime_runs._delivery.registry as _registry
 import prime_runs._delivery.workers as _workers
@@ -90,7 +90,7 @@ class Delivery:
         self.ledger = Ledger((), self._archive)
         self._attached.set()
 
-    def attach(self, sinks: list[Sink], *, restamp: tuple[str, str] | None = None) -> None:
+    def attach(self, sinks: Sequence[Sink], *, restamp: tuple[str, str] | None = None) -> None:
         """Deliver to ``sinks`` (called once: before the first record, or after ``expect``,
         when the records already held are queued for them). ``restamp``: the local and
         the platform run id, for records stamped with the first."""

@@ -9,36 +9,50 @@ from __future__ import annotations
 
 import threading
 import weakref
-from typing import Any
+from typing import Protocol
 
 import prime_runs._forking as _forking
 
+
+class Served(Protocol):
+    """What the registry holds: a run's delivery (``_delivery/delivery``), as the sinks'
+    workers and a user's exporters use it."""
+
+    def serve(self, sink: str, until: float) -> bool: ...
+
+    def export(self, sink: str, refs: list[int], until: float) -> bool: ...
+
+    def drain(self, until: float) -> bool: ...
+
+    def pending(self) -> int: ...
+
+
 _lock = threading.Lock()
-_runs: weakref.WeakValueDictionary[str, Any] = weakref.WeakValueDictionary()
-_open: weakref.WeakSet[Any] = weakref.WeakSet()
+_runs: weakref.WeakValueDictionary[str, Served] = weakref.WeakValueDictionary()
+_open: weakref.WeakSet[Served] = weakref.WeakSet()
 
 
-def register(run_id: str, delivery: Any) -> None:
+def register(run_id: str, delivery: Served) -> None:
     with _lock:
         _runs[run_id] = delivery
         _open.add(delivery)
 
 
-def unregister(run_id: str, delivery: Any) -> None:
+def unregister(run_id: str, delivery: Served) -> None:
     with _lock:
         _open.discard(delivery)
         if _runs.get(run_id) is delivery:
             del _runs[run_id]
 
 
-def lookup(run_id: object) -> Any:
+def lookup(run_id: object) -> Served | None:
     """The delivery of ``run_id``, or None."""
     if not isinstance(run_id, str):
         return None
     return _runs.get(run_id)
 
 
-def deliveries() -> list[Any]:
+def deliveries() -> list[Served]:
     """Every open delivery of the process."""
     with _lock:
         return list(_open)
@@ -59,7 +73,7 @@ def after_fork() -> None:
 # run itself). A finished run's origins stay, without their delivery, so its late spans are
 # known as delivered rather than as spans of no run.
 MAX_ORIGINS = 100_000
-_origins: dict[tuple[int, int], tuple[Any, int]] = {}
+_origins: dict[tuple[int, int], tuple[Served | None, int]] = {}
 _user_exporters = 0
 
 
@@ -69,7 +83,7 @@ def user_exporter_created() -> None:
         _user_exporters += 1
 
 
-def note_origin(origin: tuple[int, int], delivery: Any, ref: int) -> None:
+def note_origin(origin: tuple[int, int], delivery: Served | None, ref: int) -> None:
     if not _user_exporters:
         return
     with _lock:
@@ -78,14 +92,14 @@ def note_origin(origin: tuple[int, int], delivery: Any, ref: int) -> None:
         _origins[origin] = (delivery, ref)
 
 
-def take_origin(origin: tuple[int, int]) -> tuple[Any, int] | None:
+def take_origin(origin: tuple[int, int]) -> tuple[Served | None, int] | None:
     if not _origins:
         return None
     with _lock:
         return _origins.pop(origin, None)
 
 
-def forget_origins(delivery: Any) -> None:
+def forget_origins(delivery: Served) -> None:
     """``delivery`` closed: its records are settled; keep only that its spans were known."""
     with _lock:
         for origin, (d, ref) in list(_origins.items()):

@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from prime_runs._runs.latch import Pending
     from prime_runs._runs.loggate import LogGate
     from prime_runs._runs.state import Closer, Identity, RunState
+    from prime_runs.exporters._channel import Channel
     from prime_runs.metrics import SummaryAccumulator
 
 
@@ -52,7 +53,7 @@ class FinishSequence:
         def run_id(self) -> str: ...
 
         @property
-        def workers(self) -> list[Any]: ...
+        def workers(self) -> list[Channel]: ...
 
         @property
         def forked(self) -> bool: ...

@@ -24,11 +24,16 @@ import math
 import threading
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from prime_runs._journal.runinfo import closing_text, owed_were
 from prime_runs._plural import quantity
 from prime_runs.errors import ConfigurationError
+
+if TYPE_CHECKING:
+    from prime_runs._delivery.delivery import Delivery
+    from prime_runs._journal.archive import RunArchive
+    from prime_runs._runs.accounting import Counters
 
 logger = logging.getLogger("prime_runs")
 
@@ -174,7 +179,7 @@ def final_summary(
     return updates or None
 
 
-def close_sinks(delivery: Any, counters: Any, report: Callable[..., None]) -> None:
+def close_sinks(delivery: Delivery, counters: Counters, report: Callable[..., None]) -> None:
     """Close the run's sinks at finish: count (and report) what is left for
     ``prime-runs sync``."""
     for sink, left in delivery.close().items():
@@ -186,7 +191,9 @@ def close_sinks(delivery: Any, counters: Any, report: Callable[..., None]) -> No
         )
 
 
-def report_down(counters: Any, archive: Any, report: Callable[..., None]) -> None:
+def report_down(
+    counters: Counters, archive: RunArchive | None, report: Callable[..., None]
+) -> None:
     """Report a platform that stored nothing (or stopped storing) during the run."""
     with counters.lock:
         kept = counters.logged - counters.unjournaled

@@ -18,11 +18,11 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 from prime_runs import semconv
+from prime_runs._records.item import Sink
 from prime_runs._runs.latch import Pending
 from prime_runs._runs.state import Closer, Identity, RunState
 
@@ -35,7 +35,7 @@ class Registered:
 
     identity: Identity
     closer: Closer
-    sinks: list[Any]
+    sinks: Sequence[Sink]
     release: Callable[[], None]  # its clients, when finish() stopped waiting for it
     # More wiring once the sinks are attached (a training run's metrics), given the local id.
     then: list[Callable[[str], None]] = field(default_factory=list)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -19,12 +19,13 @@ from prime_runs._delivery.delivery import Delivery
 from prime_runs._journal.archive import RunArchive
 from prime_runs._journal.journal import Journal
 from prime_runs._records.encode import Encoded, encode
-from prime_runs._records.item import Outcome
+from prime_runs._records.item import Outcome, Sink
 from prime_runs._runs.accounting import Counters
 from prime_runs._runs.finish_sequence import FinishSequence
 from prime_runs._runs.latch import Pending
 from prime_runs._runs.loggate import LogGate
 from prime_runs._runs.reporting import Reporter
+from prime_runs.exporters._channel import Channel
 from prime_runs.metrics import SummaryAccumulator
 from prime_runs.settings import OFFLINE, ONLINE
 from prime_runs.status import RunStatus
@@ -115,7 +116,7 @@ class RunState(FinishSequence):
         return self.identity.run_id
 
     @property
-    def workers(self) -> list[Any]:
+    def workers(self) -> list[Channel]:
         """The run's sink channels (empty offline)."""
         return list(self.delivery.channels.values())
 
@@ -195,7 +196,7 @@ class RunState(FinishSequence):
 
     # -- sink outcomes (delivery threads) -------------------------------------------
 
-    def on_outcome(self, channel: Any, outcome: Outcome) -> None:
+    def on_outcome(self, channel: Channel, outcome: Outcome) -> None:
         sink = channel.name
         if self.journal is not None:
             self.journal.settle(sink, outcome)
@@ -207,11 +208,11 @@ class RunState(FinishSequence):
         elif outcome.retire is not None:
             logger.info("prime-runs: %s sink switched off: %s", sink, outcome.retire)
 
-    def _on_retired(self, channel: Any, left: int) -> None:
+    def _on_retired(self, channel: Channel, left: int) -> None:
         """Records still waiting for a sink that stopped: its failures (or quiet skips)."""
         self.counters.count_sink("skipped" if channel.quiet else "failed", channel.name, left)
 
-    def on_late_outcome(self, channel: Any, outcome: Outcome) -> None:
+    def on_late_outcome(self, channel: Channel, outcome: Outcome) -> None:
         """A batch that settled after ``finish()`` gave up on it: the counters already hold
         it as unsent, so only the archive learns what landed (sync will not resend it)."""
         if self.journal is not None:
@@ -221,7 +222,7 @@ class RunState(FinishSequence):
     # -- a registration that lands later (raw `run` spans) ---------------------------
 
     def registered(
-        self, identity: Identity, closer: Closer, sinks: list[Any], local_id: str
+        self, identity: Identity, closer: Closer, sinks: Sequence[Sink], local_id: str
     ) -> None:
         """The platform registered the run (``_registering``): its id and sinks from now on;
         records logged under ``local_id`` are stamped with the platform's as they are sent."""

@@ -17,6 +17,7 @@ import prime_runs._runs.finishing as _finishing
 import prime_runs._runs.training_register as training_register
 from prime_runs._delivery.provenance import upload_context
 from prime_runs._journal.archive import RunArchive
+from prime_runs._records.item import Sink
 from prime_runs._runs.eval_open import open_raw, open_state
 from prime_runs._runs.opening import (
     RunOptions,
@@ -106,13 +107,13 @@ def _sinks(
     opts: RunOptions,
     platform: TrainingPlatform,
     run_id: str,
-) -> list[Any]:
+) -> list[Sink]:
     """The run's record sinks: Prime Traces, and the per-step sample table (each noting
     its batches in the run's archive, ``Delivery.attach``)."""
     context = upload_context(
         run_type=TRAIN, framework=opts.framework, model=opts.model, resource=opts.resource
     )
-    sinks = build_sinks(settings, run_id, context, traces=opts.traces, samples=False)
+    sinks: list[Sink] = [*build_sinks(settings, run_id, context, traces=opts.traces, samples=False)]
     if opts.samples and parquet_available():
         sinks.append(TrainSamplesSink(platform, run_id))
     elif opts.samples:

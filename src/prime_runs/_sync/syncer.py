@@ -55,6 +55,7 @@ from prime_runs._sync.training import sync_training
 from prime_runs.errors import PrimeRunsError, SyncError
 from prime_runs.exporters._channel import Channel
 from prime_runs.exporters._sinks import build_sinks
+from prime_runs.exporters.samples import SamplesSink
 from prime_runs.platform._http import PlatformClient
 from prime_runs.settings import Settings
 
@@ -230,17 +231,16 @@ class _Syncer:
         try:
             # First what others may have in flight: sent again as it was, or looked up.
             resumed = resume(self, sinks, done, stamp, failures)
-            if SAMPLES in sinks:
-                samples = sinks[SAMPLES].sink  # a SamplesSink (build_sinks), typed as a Sink
-                samples.already_stored(resumed.rows)  # type: ignore[attr-defined]
+            for samples in (s for s in built if isinstance(s, SamplesSink)):
+                samples.already_stored(resumed.rows)
                 # Continue the run's rollout numbering after the rows already stored.
-                samples.continue_numbering(  # type: ignore[attr-defined]
+                samples.continue_numbering(
                     rollout_counters(self.archive, done[SAMPLES], resumed.rows)
                 )
             self._stream(stamp, sinks, resumed, failures)
         finally:
-            for sink in sinks.values():
-                sink.close()
+            for channel in sinks.values():
+                channel.close()
         _batches.prune(self.archive.path, resumed.notes, done)
         waiting = resumed.waiting()
         if waiting:

@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
 
 from prime_runs.exporters.samples import SamplesSink
 from prime_runs.exporters.traces import TracesSink
@@ -19,10 +18,10 @@ def build_sinks(
     *,
     traces: bool = True,
     samples: bool = True,
-) -> list[Any]:
+) -> list[TracesSink | SamplesSink]:
     """The Prime Traces sink (uploads stamped lines with ``context``) and the sample-table
     sink of evaluation ``eval_id``, as asked."""
-    sinks: list[Any] = []
+    sinks: list[TracesSink | SamplesSink] = []
     if traces:
         sinks.append(
             TracesSink(
