@@ -96,7 +96,7 @@ def sync_after(stand_in: Any, env: dict[str, str]) -> dict[str, Any]:
 
 
 def plan(
-    sizes: list[int], sides: list[str], salt: int, runs: int = DEFAULT_RUNS
+    sizes: list[int], sides: list[str], salt: int, runs: int = DEFAULT_RUNS, flush: bool = True
 ) -> list[tuple[int, str, str, dict]]:
     entries = []
     for rep in range(runs):
@@ -105,7 +105,8 @@ def plan(
                 continue
             for side in sides:
                 salt += 1
-                entries.append((rep, "growth", side, {"count": size, "salt": salt}))
+                params = {"count": size, "salt": salt, "flush": flush}
+                entries.append((rep, "growth", side, params))
     return entries
 
 

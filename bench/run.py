@@ -56,6 +56,12 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
         help="run only the growth figure (7) at these run sizes; default "
         + ",".join(f"{size}" for size in growth.DEFAULT_SIZES),
     )
+    parser.add_argument(
+        "--no-flush",
+        action="store_true",
+        help="with --scale: finish() right after the burst (no flush() first), so the "
+        "finish figure is what finish() pays to deliver the whole run",
+    )
     parser.add_argument("--out", type=Path, help="default .bench/results.json (or results-scale)")
     parser.add_argument(
         "--ours-init",
@@ -181,13 +187,20 @@ def _scale(args: argparse.Namespace) -> int:
     started = time.monotonic()
     runs = args.runs or growth.DEFAULT_RUNS
     salt = int(time.time()) & 0xFFFFFF
-    raw = _execute(growth.plan(sizes, sides, salt, runs), growth.sync_after)
+    flush = not args.no_flush
+    raw = _execute(growth.plan(sizes, sides, salt, runs, flush=flush), growth.sync_after)
     figures_by_side = growth.aggregate(raw)
     results = {
         "version": RESULTS_VERSION,
         "kind": "growth",
         "machine": harness.machine(),
-        "params": {"sizes": sizes, "sides": sides, "peer_version": peer_version, "runs": runs},
+        "params": {
+            "sizes": sizes,
+            "sides": sides,
+            "peer_version": peer_version,
+            "runs": runs,
+            "flush": flush,
+        },
         "elapsed_s": time.monotonic() - started,
         "growth": figures_by_side,
         "targets": growth.targets(figures_by_side),

@@ -2,14 +2,17 @@
 
 Every episode is a copy of one fixture episode (``tests/data/episodes.jsonl``)
 with a fresh episode id and fresh member trace ids (so nothing repeats inside a
-run or across runs). Two workloads (``WORKLOADS``):
+run or across runs). Three workloads (``WORKLOADS``):
 
 * ``mixed``: each copy padded to a size class (~5 KB, ~50 KB, ~1 MB) by appending
   text to its assistant messages;
 * ``verifiers``: the fixture records as they are (unpadded, ~9 KB on average),
-  the size verifiers actually produces, taken in turn.
+  the size verifiers actually produces, taken in turn;
+* ``dicts``: the same records, all plain mappings, two of every three keeping the
+  fixture's ``run`` block (which names another run id, as records of an earlier or
+  offline run do) and the third without one.
 
-Episodes alternate between two forms a producer hands over:
+Except in ``dicts``, episodes alternate between two forms a producer hands over:
 
 * even positions: an ``EpisodeObject``, standing in for a verifiers ``Episode``
   (verifiers is not installed in the benchmark environments): ``id`` and
@@ -34,7 +37,7 @@ from typing import Any
 FIXTURE = Path(__file__).resolve().parent.parent / "tests" / "data" / "episodes.jsonl"
 
 #: The workloads ``Generator.workload`` builds.
-WORKLOADS = ("mixed", "verifiers")
+WORKLOADS = ("mixed", "verifiers", "dicts")
 
 #: Size classes in bytes of compact UTF-8 JSON.
 SIZES: dict[str, int] = {"5KB": 5 * 1024, "50KB": 50 * 1024, "1MB": 1024 * 1024}
@@ -226,12 +229,24 @@ class Generator:
             episodes.append(Episode(payload=payload, size="fixture", nbytes=len(encode(record))))
         return episodes
 
+    def dicts(self, count: int) -> list[Episode]:
+        """The ``verifiers`` records as plain mappings; every third without a ``run`` block."""
+        episodes = []
+        for index in range(count):
+            record = self._fresh(self._fixture[index % len(self._fixture)], index)
+            if index % 3 == 2:
+                record.pop("run", None)
+            episodes.append(Episode(payload=record, size="fixture", nbytes=len(encode(record))))
+        return episodes
+
     def workload(self, name: str, count: int) -> list[Episode]:
         """The ``count`` episodes of workload ``name`` (one of ``WORKLOADS``)."""
         if name == "mixed":
             return self.episodes(count)
         if name == "verifiers":
             return self.verifiers(count)
+        if name == "dicts":
+            return self.dicts(count)
         raise ValueError(f"unknown workload {name!r}; expected one of {WORKLOADS}")
 
     def stream(self, count: int, size: str = "5KB", start: int = 0) -> Iterator[Any]:
