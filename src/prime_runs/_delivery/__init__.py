@@ -1,3 +1,3 @@
-"""Delivery: the process's OpenTelemetry pipeline, each run's delivery, and the index
-exporters find runs by.
+"""Delivery: the process's sink workers, each run's delivery, and the index the workers
+and exporters find runs by.
 """

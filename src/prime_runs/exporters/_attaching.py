@@ -1,7 +1,7 @@
 """``PrimeRunsExporter``: both sinks, and the zero-code entry point, which attaches the run
 processor to the global provider. It is the one exporter that reaches up to the public
-face (``prime_runs.configure_exporter``), so it lives apart from the delivery classes that
-the process's own pipeline builds (``_exporter``).
+face (``prime_runs.configure_exporter``), so it lives apart from the other exporter
+classes (``_exporter``), and nothing below the public face imports it.
 """
 
 from __future__ import annotations

@@ -1,9 +1,9 @@
 """One sink delivering one run's records: the delivery step every path shares.
 
-The live exporters (under OpenTelemetry's ``BatchSpanProcessor``), ``flush()``/``finish()``
-and ``prime-runs sync`` all hand records to a sink through :meth:`Channel.deliver`, so
-back-off, retirement and the same-bytes resend after a transient failure behave the same
-everywhere. Deliveries on one channel run one at a time.
+The sinks' workers (``_delivery/workers``, which ``flush()``/``finish()`` wait on), a
+user's exporters and ``prime-runs sync`` all hand records to a sink through
+:meth:`Channel.deliver`, so back-off, retirement and the same-bytes resend after a
+transient failure behave the same everywhere. Deliveries on one channel run one at a time.
 
 A transient failure keeps the batch (the very same ``Item`` objects, so the traces sink
 resends identical bytes and the sample sink reads back before resending) for the next
