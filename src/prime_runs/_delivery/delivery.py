@@ -111,7 +111,7 @@ class Delivery:
             if name not in self.channels:
                 self.ledger.abandon(name)  # a sink the registration did not give
         if self.channels:
-            _registry.register(self.run_id, self)
+            _registry.register(self)
         self._expected = ()
         self._attached.set()
         if expected:
@@ -306,7 +306,7 @@ class Delivery:
             n = self.ledger.close(name)
             if n:
                 left[name] = n
-        _registry.unregister(self.run_id, self)
+        _registry.unregister(self)
         _registry.forget_origins(self)
         return left
 

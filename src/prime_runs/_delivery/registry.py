@@ -1,5 +1,4 @@
-"""The runs this process delivers: every open delivery, which the sinks' workers serve, and
-the newest of each run id.
+"""The runs this process delivers: every open delivery, which the sinks' workers serve.
 
 Entries go when the run's delivery closes (or is collected). Two deliveries of one run id
 may be open at once (an owner and a join of its run in one process): both are served.
@@ -28,28 +27,17 @@ class Served(Protocol):
 
 
 _lock = threading.Lock()
-_runs: weakref.WeakValueDictionary[str, Served] = weakref.WeakValueDictionary()
 _open: weakref.WeakSet[Served] = weakref.WeakSet()
 
 
-def register(run_id: str, delivery: Served) -> None:
+def register(delivery: Served) -> None:
     with _lock:
-        _runs[run_id] = delivery
         _open.add(delivery)
 
 
-def unregister(run_id: str, delivery: Served) -> None:
+def unregister(delivery: Served) -> None:
     with _lock:
         _open.discard(delivery)
-        if _runs.get(run_id) is delivery:
-            del _runs[run_id]
-
-
-def lookup(run_id: object) -> Served | None:
-    """The delivery of ``run_id``, or None."""
-    if not isinstance(run_id, str):
-        return None
-    return _runs.get(run_id)
 
 
 def deliveries() -> list[Served]:
@@ -67,7 +55,7 @@ def after_fork() -> None:
 # -- raw record spans a user's exporter may deliver ---------------------------------------
 # A record logged as a raw span (or span event) is journaled by the run processor and
 # held in the run's ledger; a user-placed exporter that later sees the same span claims
-# the record through its origin, (span id, event index or -1), so the run's own pipeline
+# the record through its origin, (span id, event index or -1), so the run's own workers
 # and the user's exporter deliver it once between them. Noted only while such an exporter
 # exists; the newest MAX_ORIGINS are kept (an unclaimed record is still delivered by the
 # run itself). A finished run's origins stay, without their delivery, so its late spans are
