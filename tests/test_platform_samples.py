@@ -164,14 +164,23 @@ def test_ambiguous_failure_not_found_is_not_resent_while_it_may_still_land(
     assert writer.settle(sent, None) == ({"s0", "s1"}, False)
 
 
-def test_ambiguous_failure_before_storing_resends_only_the_missing_rows(
+def test_an_ambiguous_failure_is_read_back_and_left_to_the_sink_to_resend(
     platform: StandInPlatform, client: PlatformClient, eval_id: str, no_window: None
 ) -> None:
     writer = SampleWriter(client, eval_id)
     assert writer.append(rows(3, "a")).ok
     platform.fail("samples_append", 503)
     result = writer.append(rows(4, "b"))
-    assert result.ok and result.acked == [f"b{i}" for i in range(4)]
+    # Not stored, and not sent again by the writer: the sink's next delivery settles it.
+    assert (
+        result.transient
+        and not result.permanent
+        and set(result.failed) == {f"b{i}" for i in range(4)}
+    )
+    (sent,) = result.doubt
+    assert sent.ids == tuple(f"b{i}" for i in range(4)) and sent.since == 3
+    assert writer.settle(sent, None) == (set(), True)  # free: no attempt can still land
+    assert writer.append(rows(4, "b")).ok
     assert stored_ids(platform, eval_id) == [f"a{i}" for i in range(3)] + [
         f"b{i}" for i in range(4)
     ]
@@ -206,17 +215,6 @@ def test_a_listing_not_in_append_order_is_read_whole(
     result = writer.append(rows(2, "new"))
     assert result.ok and sorted(result.acked) == ["new0", "new1"]
     assert len(platform.samples(eval_id)) == 122  # found, not sent twice
-    assert len(platform.requests_for("samples_append")) == 2
-
-
-def test_twice_ambiguous_rows_that_never_land_fail_as_transient(
-    platform: StandInPlatform, client: PlatformClient, eval_id: str, no_window: None
-) -> None:
-    platform.fail("samples_append", 502, times=2)
-    result = SampleWriter(client, eval_id).append(rows(2))
-    assert not result.ok and result.transient and not result.permanent
-    assert set(result.failed) == {"s0", "s1"}
-    assert platform.samples(eval_id) == []
     assert len(platform.requests_for("samples_append")) == 2
 
 

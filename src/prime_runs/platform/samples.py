@@ -3,10 +3,10 @@
 ``POST /evaluations/{id}/samples`` appends and the platform does not deduplicate, so a
 batch is never replayed blindly. Before each append the writer reads the evaluation's row
 count and notes the batch with it (``_journal/batches``); after an ambiguous failure it
-reads back only the rows appended since (``stored_among``), and sends again only what did
-not land, once no attempt of it can still be stored (``settings.inflight_window``). Losing
-a batch is recoverable (the journal keeps it for ``prime-runs sync``); duplicate rows
-would skew the dashboard's averages silently.
+reads back only the rows appended since (``stored_among``); what did not land is its
+sink's to send again, once no attempt of it can still be stored
+(``settings.inflight_window``). Losing a batch is recoverable (the journal keeps it for
+``prime-runs sync``); duplicate rows would skew the dashboard's averages silently.
 
 Rows arrive already encoded (design: encode once) and are sent as their parts, never
 re-encoded or joined.
@@ -46,7 +46,6 @@ logger = logging.getLogger("prime_runs")
 
 BODY_LIMIT = 26_214_400  # 25 MiB, envelope and commas included
 APPEND_TIMEOUT = 300.0
-MAX_RESENDS = 2
 WITNESSES = 8  # ids kept of the first and of the latest rows stored (see ``stored_among``)
 _HEAD = b'{"samples":['
 _TAIL = b"]}"  # with _HEAD, the ENVELOPE_BYTES a body costs before its first row
@@ -185,73 +184,52 @@ class SampleWriter:
         result: AppendResult,
         deadline: Deadline | None,
     ) -> None:
-        pending = batch
-        last_error: APIError | None = None
-        for _ in range(MAX_RESENDS):
-            ids = [sid for sid, _ in pending]
-            sent = self._note(pending, keys, deadline)
-            try:
-                self._post(pending, deadline, sent)
-            except (ValidationRejectedError, ConflictError) as error:
-                result._fail(ids, str(error), error)
-                result.rejected = True
-                return
-            except APIError as error:
-                if not is_ambiguous(error):
-                    self._forget(sent)  # it was never stored: nothing of it to settle
-                    result._fail(ids, str(error), error)
-                    if _is_transient(error):
-                        result.transient = True
-                    else:
-                        result.permanent = True
-                    return
-                rest = self._unconfirmed(error, sent, pending, result, deadline)
-                if not rest:
-                    return
-                pending, last_error = rest, error
-                continue
-            self._stored(ids, sent.since)
-            result.acked.extend(ids)
+        ids = [sid for sid, _ in batch]
+        sent = self._note(batch, keys, deadline)
+        try:
+            self._post(batch, deadline, sent)
+        except (ValidationRejectedError, ConflictError) as error:
+            result._fail(ids, str(error), error)
+            result.rejected = True
             return
-        result._fail([sid for sid, _ in pending], str(last_error), last_error)
-        result.transient = True
+        except APIError as error:
+            if is_ambiguous(error):
+                self._unconfirmed(error, sent, result, deadline)
+                return
+            self._forget(sent)  # it was never stored: nothing of it to settle
+            result._fail(ids, str(error), error)
+            if _is_transient(error):
+                result.transient = True
+            else:
+                result.permanent = True
+            return
+        self._stored(ids, sent.since)
+        result.acked.extend(ids)
 
     def _unconfirmed(
         self,
         error: APIError,
         sent: Sent,
-        pending: list[Row],
         result: AppendResult,
         deadline: Deadline | None,
-    ) -> list[Row]:
-        """After an ambiguous failure: read back what landed, and return what may be sent
-        again now, which is nothing while an attempt of it may still be stored."""
+    ) -> None:
+        """After an ambiguous failure: read back what landed. The rest is never sent again
+        here: it waits (``result.doubt``) until no attempt of it can still be stored, and
+        the sink's next delivery settles it then, the one resend there is."""
         sent = dataclasses.replace(sent, until=time.time() + self._window())
         try:
-            found, free = self.settle(sent, deadline)
+            found, _ = self.settle(sent, deadline)
         except APIError as read_error:
             logger.debug("samples read-back failed: %s", read_error)
-            result._fail(sent.ids, f"{error} (could not confirm; not resent)", error)
-            result.transient = True
-            result.doubt.append(sent)
-            return []
+            found, why = set(), f"{error} (could not confirm; not resent)"
+        else:
+            why = f"{error} (may still be stored: not resent before it cannot be)"
         result.acked.extend(sid for sid in sent.ids if sid in found)
-        rest = [row for row in pending if row[0] not in found]
-        if rest and not free:
-            reason = f"{error} (may still be stored: not resent before it cannot be)"
-            result._fail([sid for sid, _ in rest], reason, error)
+        rest = [sid for sid in sent.ids if sid not in found]
+        if rest:
+            result._fail(rest, why, error)
             result.transient = True
             result.doubt.append(sent)
-            return []
-        if rest:
-            logger.info(
-                "samples for %s: %d of %d rows landed despite %s; resending the rest",
-                self._eval_id,
-                len(pending) - len(rest),
-                len(pending),
-                error,
-            )
-        return rest
 
     def _window(self) -> float:
         return inflight_window(APPEND_TIMEOUT)
