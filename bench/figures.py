@@ -48,16 +48,20 @@ def _per_run(scenario: str, result: dict[str, Any]) -> dict[str, float]:
         return {}
     if scenario == "throughput":
         episodes = result["episodes"]
-        return {
-            "cpu_per_1k": 1000.0 * result["cpu_s"] / episodes,
-            "eps_per_s": _acked(result) / result["wall_s"],
-            "acked_pct": 100.0 * _acked(result) / episodes,
-            "finish_s": result["finish_s"],
-            "wall_s": result["wall_s"],
-        } | (
-            {"standin_cpu_per_1k": 1000.0 * result["standin_cpu_s"] / episodes}
-            if "standin_cpu_s" in result
-            else {}
+        return (
+            {
+                "cpu_per_1k": 1000.0 * result["cpu_s"] / episodes,
+                "eps_per_s": _acked(result) / result["wall_s"],
+                "acked_pct": 100.0 * _acked(result) / episodes,
+                "finish_s": result["finish_s"],
+                "wall_s": result["wall_s"],
+            }
+            | ({"init_ms": 1000.0 * result["init_s"]} if "init_s" in result else {})
+            | (
+                {"standin_cpu_per_1k": 1000.0 * result["standin_cpu_s"] / episodes}
+                if "standin_cpu_s" in result
+                else {}
+            )
         )
     if scenario in ("producer", "outage"):
         prefix = "" if scenario == "producer" else "outage_"

@@ -25,6 +25,7 @@ ROWS: tuple[tuple[str, str, str], ...] = (
     ("5", "eps_per_s", "episodes acknowledged per second"),
     ("5", "acked_pct", "episodes acknowledged, % of logged"),
     ("8", "finish_s", "finish() after the drain -> finalized, s"),
+    ("-", "init_ms", "init() (online: registered) -> returned, ms"),
     ("-", "standin_cpu_per_1k", "stand-in platform's CPU s per 1,000 episodes (not in 1)"),
 )
 _RATIO_COLUMNS = (

@@ -23,6 +23,7 @@ import prime_runs._sync.syncer as _sync
 from _support import archive_root, cli_command, offline_run, only_segment, run_cli
 from prime_runs._journal.archive import RunArchive
 from prime_runs.platform import evaluations
+from prime_runs.settings import INFLIGHT_WINDOW_ENV
 
 BIG = 10**400
 
@@ -278,7 +279,7 @@ def _producer(path: Path, root: Path) -> str:
 
 
 def test_a_producer_killed_between_commit_and_ack_leaves_every_record_once(
-    prime_env, episodes, tmp_path
+    prime_env, episodes, tmp_path, monkeypatch
 ):
     # More than sync's chunk: its requests differ from the producer's, so the same key
     # cannot save it from storing the committed records again.
@@ -302,6 +303,10 @@ def test_a_producer_killed_between_commit_and_ack_leaves_every_record_once(
     committed = len(prime_env.episodes)
     assert committed > 0  # stored on the platform, never acknowledged in the archive
 
+    # The kill may also land while the samples append is in flight. The stand-in stores an
+    # append as it answers it (no delay set for that route), so nothing of it can land
+    # later: sync may read it back at once rather than wait out the in-flight window.
+    monkeypatch.setenv(INFLIGHT_WINDOW_ENV, "0")
     result = _cli("sync")
 
     assert result.returncode == 0, result.stdout + result.stderr

@@ -27,6 +27,7 @@ from typing import Any
 
 import httpx
 
+import prime_runs.platform._tls as _tls
 import prime_runs.platform.retry as retry
 from prime_runs._otel_private import suppress_instrumentation
 from prime_runs._records.jsonio import (
@@ -187,6 +188,7 @@ class PlatformClient:
             transport=self._transport,
             follow_redirects=True,
             timeout=httpx.Timeout(DEFAULT_TIMEOUT, connect=CONNECT_TIMEOUT),
+            verify=_tls.context(),  # built once, not per client
         )
 
     def _pool(self) -> httpx.Client:

@@ -22,6 +22,7 @@ from prime_traces import exceptions as pt_errors
 from prime_traces.core import raise_for_response
 
 import prime_runs.platform._bodies as _bodies
+import prime_runs.platform._tls as _tls
 
 # Either ISA-L's modules or the standard library's: the same functions.
 _gzip: ModuleType
@@ -63,7 +64,9 @@ class UploadClient:
             headers["Authorization"] = f"Bearer {api_key}"
         if team_id:
             headers["X-Prime-Team-ID"] = team_id
-        self.client = httpx.Client(headers=headers, follow_redirects=True, transport=transport)
+        self.client = httpx.Client(
+            headers=headers, follow_redirects=True, transport=transport, verify=_tls.context()
+        )
         self.gzip_level = gzip_level
         self.connect_timeout = connect_timeout
 

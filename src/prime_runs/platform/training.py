@@ -22,6 +22,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 import httpx
 
+import prime_runs.platform._tls as _tls
 import prime_runs.platform.retry as retry
 from prime_runs._otel_private import suppress_instrumentation
 from prime_runs._runid import is_run_id, shown
@@ -242,7 +243,7 @@ class TrainingPlatform:
                 with (
                     suppress_instrumentation(),
                     secret_query(),  # httpx logs the URL, and its query is a credential
-                    httpx.Client(follow_redirects=False) as http,
+                    httpx.Client(follow_redirects=False, verify=_tls.context()) as http,
                 ):
                     response = http.put(
                         url,
