@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 import prime_runs as pr
+from prime_runs.testing import StandInPlatform
 
 HEAVY = ("prime_traces", "pydantic", "httpx", "opentelemetry.sdk.trace", "http.server")
 SDK_MODULES = (
@@ -66,16 +67,28 @@ def test_an_offline_run_never_loads_prime_traces_or_pydantic(tmp_path: Path) -> 
     assert "pydantic" not in modules
 
 
-def test_building_an_online_traces_sink_loads_prime_traces(tmp_path: Path) -> None:
-    code = textwrap.dedent(
-        """
-        import sys
-        from prime_runs.exporters.traces import TracesSink
-        assert "prime_traces" not in sys.modules
-        TracesSink(api_key="k", traces_url="http://127.0.0.1:9", team_id=None, context={})
-        """
-    )
-    assert "prime_traces" in loaded_after(code, tmp_path)
+_ONE_RUN = """
+import prime_runs as pr
+run = pr.init(name="one", environments=["gsm8k"], model="m", framework="f")
+run.log_episodes({"id": "e1", "traces": [{"id": "t1", "timing": {"start": 1.0}}]})
+run.finish(timeout=10)
+"""
+
+
+def test_an_online_run_whose_uploads_succeed_never_loads_prime_traces(
+    prime_env: StandInPlatform, tmp_path: Path
+) -> None:
+    assert "prime_traces" not in loaded_after(_ONE_RUN, tmp_path)
+    assert len(prime_env.episodes) == 1  # uploaded all the same
+
+
+def test_a_refused_upload_loads_prime_traces_and_is_its_typed_rejection(
+    prime_env: StandInPlatform, tmp_path: Path
+) -> None:
+    prime_env.fail("traces_upload", 400)
+    assert "prime_traces.exceptions" in loaded_after(_ONE_RUN, tmp_path)
+    assert len(prime_env.episodes) == 0
+    assert [r.status for r in prime_env.requests_for("traces_upload")] == [400]  # not retried
 
 
 def test_the_pytest_plugin_module_loads_nothing_heavy(tmp_path: Path) -> None:

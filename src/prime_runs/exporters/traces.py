@@ -87,8 +87,7 @@ class TracesSink:
         self._context = context
         self._max_attempts = max_attempts
         self._transport = transport
-        # prime-traces (and its pydantic models) loads here, when an online run builds
-        # its traces sink: never on `import prime_runs` or for offline runs.
+        # prime-traces itself loads only at an upload's first failure (``_traces``).
         import prime_runs.platform._traces as _traces_client
 
         self._pt = _traces_client
@@ -170,7 +169,7 @@ class TracesSink:
             outcome.retry.extend(batch)
             for rest in work:
                 outcome.retry.extend(rest)
-            if isinstance(error, self._pt.TRANSIENT):
+            if self._pt.is_transient(error):
                 self._unsettled = batch
                 outcome.retry_reason = _reason(error)
                 outcome.retry_after = getattr(error, "retry_after", None)
@@ -211,24 +210,21 @@ class TracesSink:
             with suppress_instrumentation():
                 api.upload_batch(body, key, line_format=fmt, context=self._context, timeout=timeout)
 
-        reported: tuple[type[BaseException], ...] = (*self._pt.TRANSIENT, self._pt.APIError)
         try:
             # Content-addressed: replaying the same bytes is always safe.
             retry.retrying(
                 send,
                 timeout=REQUEST_TIMEOUT,
                 deadline=deadline,
-                retryable=lambda error: isinstance(error, self._pt.TRANSIENT),
+                retryable=self._pt.is_transient,
                 attempts=self._max_attempts,
                 on_retry=_log_retry,
             )
             return None
-        except reported as exc:
-            return exc
         except Exception as exc:
-            # Unexpected and local: count it as transient, so the channel's failure
-            # streak bounds how often it can recur.
-            return self._pt.TransportError(f"{type(exc).__name__}: {exc}")
+            # The platform's answer as it is; a fault of our own counts as transient, so
+            # the channel's failure streak bounds how often it can recur.
+            return self._pt.as_failure(exc)
 
     def close(self) -> None:
         if self._client is not None:

@@ -1,11 +1,11 @@
-"""Everything that touches prime-traces, imported only when a traces sink is built.
+"""The Prime Traces upload request, and what prime-traces gives it: its error classes.
 
-prime-traces imports its pydantic models on import (about half of ``import prime_runs``
-before this module existed), so offline runs, the CLI and the pytest plugin never load
-it. The upload request is the project's own (contract §8: a multipart POST, the traces
-part gzip-compressed from the lines' parts, never joined); prime-traces gives it its
-public pieces only: the error classes and ``raise_for_response``, which maps a response
-to them as its own client does.
+The request is the project's own (contract §8: a multipart POST, the traces part
+gzip-compressed from the lines' parts, never joined). prime-traces gives it its public
+pieces only: the error classes and ``raise_for_response``, which maps a failed response to
+them as its own client does. It is imported at the first failure, not before: importing
+the package loads its async client and pydantic models (about 270 ms), which a run whose
+uploads succeed never needs.
 """
 
 from __future__ import annotations
@@ -18,8 +18,6 @@ from types import ModuleType
 from typing import Any
 
 import httpx
-from prime_traces import exceptions as pt_errors
-from prime_traces.core import raise_for_response
 
 import prime_runs.platform._bodies as _bodies
 import prime_runs.platform._tls as _tls
@@ -37,9 +35,27 @@ except ImportError:  # a platform without an isal wheel: the standard library's,
 _GZIP_WBITS = 31  # a gzip member (header and trailer), not a zlib stream
 EPISODE_FORMAT = "episode"  # X-Prime-Line-Format; a trace line sends no header (§8.5)
 
-TRANSIENT: tuple[type[BaseException], ...] = (pt_errors.RetryableAPIError, pt_errors.TransportError)
-APIError = pt_errors.APIError
-TransportError = pt_errors.TransportError
+
+def _errors() -> ModuleType:
+    """prime-traces' error classes (the package loads on the first call)."""
+    from prime_traces import exceptions
+
+    return exceptions
+
+
+def is_transient(exc: BaseException) -> bool:
+    """A failure that the same bytes, sent again, may get past: 429/502/503/504, transport."""
+    errors = _errors()
+    return isinstance(exc, (errors.RetryableAPIError, errors.TransportError))
+
+
+def as_failure(exc: BaseException) -> BaseException:
+    """``exc`` as the upload's failure: a prime-traces error as it is; anything else (a
+    local fault) a transport error, so it counts as transient."""
+    errors = _errors()
+    if isinstance(exc, errors.APIError):
+        return exc
+    return errors.TransportError(f"{type(exc).__name__}: {exc}")
 
 
 class UploadClient:
@@ -85,7 +101,9 @@ class UploadClient:
         """POST one batch (``body``: its lines, or their parts); the receipt (§8.7), or
         prime-traces' typed error for the response or the transport."""
         if not self._keyed:
-            raise APIError("No API key configured. Set PRIME_API_KEY environment variable.")
+            raise _errors().APIError(
+                "No API key configured. Set PRIME_API_KEY environment variable."
+            )
         compressed = compress_body(body, self.gzip_level)
         metadata: dict[str, Any] = {"schema_version": 1}
         if context:
@@ -111,17 +129,20 @@ class UploadClient:
                 timeout=httpx.Timeout(timeout, connect=min(self.connect_timeout, timeout)),
             )
         except httpx.TimeoutException as exc:
-            raise pt_errors.APITimeoutError(f"Request timed out: {exc}") from exc
+            raise _errors().APITimeoutError(f"Request timed out: {exc}") from exc
         except httpx.RequestError as exc:
-            raise TransportError(
+            raise _errors().TransportError(
                 f"Request failed: {type(exc).__name__} at POST {self.url}: {exc}"
             ) from exc
         finally:
             _bodies.sent(len(compressed))  # what httpx held is the gzip member
-        raise_for_response(response)
+        if not response.is_success:
+            from prime_traces.core import raise_for_response
+
+            raise_for_response(response)
         receipt = response.json()
         if not isinstance(receipt, dict):
-            raise APIError("API response was not a dictionary")
+            raise _errors().APIError("API response was not a dictionary")
         return receipt
 
     def close(self) -> None:
@@ -149,24 +170,25 @@ def line_format(kind: str) -> str | None:
 
 def is_rejection(exc: BaseException) -> bool:
     """Refused for what the request carried: the same bytes can never succeed."""
-    if isinstance(exc, (pt_errors.ValidationRejectedError, pt_errors.LineFormatConflictError)):
+    errors = _errors()
+    if isinstance(exc, (errors.ValidationRejectedError, errors.LineFormatConflictError)):
         return True
     # A gateway's 413/422 says the same about the body, without a service code.
-    return isinstance(exc, pt_errors.APIError) and getattr(exc, "status_code", None) in (413, 422)
+    return isinstance(exc, errors.APIError) and getattr(exc, "status_code", None) in (413, 422)
 
 
 def is_service_off(exc: BaseException) -> bool:
     """Prime Traces is not enabled for the account (a quiet retirement)."""
-    return isinstance(exc, pt_errors.ForbiddenError) and exc.code == "service_not_enabled"
+    forbidden = _errors().ForbiddenError
+    return isinstance(exc, forbidden) and getattr(exc, "code", None) == "service_not_enabled"
 
 
 __all__ = [
-    "TRANSIENT",
-    "APIError",
-    "TransportError",
     "UploadClient",
+    "as_failure",
     "compress_body",
     "is_rejection",
     "is_service_off",
+    "is_transient",
     "line_format",
 ]
