@@ -8,12 +8,14 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 
 import prime_runs._delivery.workers as _workers
 import prime_runs._journal.ledger as _ledger
 from prime_runs._delivery.delivery import Delivery
+from prime_runs._journal.archive import RunArchive
 from prime_runs._records.item import Deadline, Item, Outcome
 from prime_runs.platform import retry
 
@@ -340,3 +342,42 @@ def test_drain_serves_the_sinks_on_its_own_thread_when_no_thread_can_start(
         delivery.drain(time.monotonic() + 10)
         assert delivery.close() == {}
     assert rec.total("acked") == 5
+
+
+class _NotingSink(ScriptedSink):
+    """Keeps its batch notes; the first holds ``attach`` there until ``go`` is set."""
+
+    def __init__(self, name: str, entered: threading.Event, go: threading.Event) -> None:
+        super().__init__()
+        self.name = name
+        self._entered, self._go = entered, go
+
+    def keep_notes(self, notes: object) -> None:
+        if self.name == "first":
+            self._entered.set()
+            self._go.wait(20)
+
+
+def test_a_record_handed_while_the_sinks_attach_waits_for_every_one_of_them(
+    tmp_path: Path,
+) -> None:
+    """A raw run span's registration attaches the sinks on its own thread while the
+    producer's thread goes on handing records: none may wait for some sinks only."""
+    archive = RunArchive.create(tmp_path, "run-attach", {"id": "run-attach"})
+    entered, go = threading.Event(), threading.Event()
+    first, second = _NotingSink("first", entered, go), _NotingSink("second", entered, go)
+    rec = Recorder()
+    delivery = Delivery("run-attach", archive, on_outcome=rec, on_late=rec)
+    delivery.expect(["first", "second"])
+    assert delivery.hand(_rec(0))
+    attaching = threading.Thread(target=delivery.attach, args=([first, second],))
+    attaching.start()
+    assert entered.wait(20)  # attach is between its first sink and its second
+    assert delivery.channels == {}  # no sink is seen before all of them are
+    assert delivery.hand(_rec(1))
+    go.set()
+    attaching.join(20)
+    delivery.drain(time.monotonic() + 10)
+    for sink in (first, second):
+        assert [i.record_id for b in sink.batches for i in b] == ["r0", "r1"], sink.name
+    assert delivery.close() == {}

@@ -94,8 +94,9 @@ class Delivery:
         """Deliver to ``sinks`` (called once: before the first record, or after ``expect``,
         when the records already held are queued for them). ``restamp``: the local and
         the platform run id, for records stamped with the first."""
+        channels: dict[str, Channel] = {}
         for sink in sinks:
-            self.channels[sink.name] = Channel(
+            channels[sink.name] = Channel(
                 sink, on_outcome=self._settled, on_late=self._late, pause=self._pause
             )
             keep_notes = getattr(sink, "keep_notes", None)
@@ -104,9 +105,12 @@ class Delivery:
                 keep_notes(_batches.notebook(self._archive.path, sink.name))
         if restamp is not None:
             self._restamp = Restamp.between(*restamp)
+        # Published whole, and only now: a record handed meanwhile (another thread) waits
+        # for every sink, and an export that finds a channel finds its stamps too.
         expected = self._expected
         if not expected:
-            self.ledger = Ledger(list(self.channels), self._archive)
+            self.ledger = Ledger(list(channels), self._archive)
+        self.channels = channels
         for name in expected:
             if name not in self.channels:
                 self.ledger.abandon(name)  # a sink the registration did not give
@@ -124,8 +128,9 @@ class Delivery:
         """Hold ``item`` for every open sink and wake their workers. False when it cannot be
         held (no journal, memory bound). ``origin``: the raw span (id, event index or -1)
         the record came from."""
+        expected = self._expected  # read first: ``attach`` clears it after the channels
         open_ = [c.name for c in self.channels.values() if c.retired is None]
-        open_ = open_ or list(self._expected)
+        open_ = open_ or list(expected)
         if not open_:
             return True
         ref = self.ledger.add(item, sinks=open_)
