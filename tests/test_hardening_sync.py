@@ -288,6 +288,11 @@ def test_a_producer_killed_between_commit_and_ack_leaves_every_record_once(
     data.write_text(json.dumps(batch))
     # A slow platform: the upload is stored, then its answer takes a minute.
     prime_env.fail("traces_upload", 201, after_processing=True, delay=60)
+    # The kill may also land while the samples append is in flight. The stand-in stores an
+    # append as it answers it (no delay set for that route), so nothing of it can land
+    # later. The producer notes how long its requests may still land (its window, not
+    # sync's): a window of 0 lets sync read the append back at once rather than wait.
+    monkeypatch.setenv(INFLIGHT_WINDOW_ENV, "0")
     producer = subprocess.Popen(
         [sys.executable, "-c", _producer(data, archive_root())], stdout=subprocess.PIPE, text=True
     )
@@ -303,10 +308,6 @@ def test_a_producer_killed_between_commit_and_ack_leaves_every_record_once(
     committed = len(prime_env.episodes)
     assert committed > 0  # stored on the platform, never acknowledged in the archive
 
-    # The kill may also land while the samples append is in flight. The stand-in stores an
-    # append as it answers it (no delay set for that route), so nothing of it can land
-    # later: sync may read it back at once rather than wait out the in-flight window.
-    monkeypatch.setenv(INFLIGHT_WINDOW_ENV, "0")
     result = _cli("sync")
 
     assert result.returncode == 0, result.stdout + result.stderr
