@@ -40,7 +40,6 @@ Environment variables:
 from __future__ import annotations
 
 import json
-import logging
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -49,8 +48,6 @@ from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 from prime_runs.errors import ConfigurationError
-
-logger = logging.getLogger("prime_runs")
 
 API_KEY_ENV = "PRIME_API_KEY"
 TEAM_ID_ENV = "PRIME_TEAM_ID"
@@ -98,47 +95,6 @@ _API_PATH = "/api/v1"
 #: run goes on under a local id and registers when the platform answers (about one
 #: request's worth of retries, see ``platform.retry``).
 DEFAULT_REGISTER_TIMEOUT = 15.0
-
-
-def positive_env_int(name: str, default: int) -> int:
-    """An ``OTEL_*`` setting that is a positive integer (a size, or milliseconds): its value
-    where set and valid, else ``default``, with one warning naming what was wrong."""
-    raw = os.environ.get(name, "").strip()
-    if not raw:
-        return default
-    try:
-        value = int(raw)
-    except ValueError:
-        value = 0
-    if value > 0:
-        return value
-    logger.warning("prime-runs: %s=%r is not a positive integer; using %d", name, raw, default)
-    return default
-
-
-_WARNED: set[str] = set()
-
-
-def inflight_window(timeout: float) -> float:
-    """Seconds after a request is sent during which the platform may still store it: the
-    request's ``timeout``, unless ``PRIME_RUNS_INFLIGHT_WINDOW`` says otherwise (a
-    non-negative number; anything else is ignored with a warning)."""
-    raw = os.environ.get(INFLIGHT_WINDOW_ENV, "").strip()
-    if not raw:
-        return timeout
-    try:
-        value = float(raw)
-    except ValueError:
-        value = -1.0
-    if value >= 0 and value == value and value != float("inf"):
-        return value
-    if raw in _WARNED:
-        return timeout
-    _WARNED.add(raw)  # read for every request: said once
-    logger.warning(
-        "prime-runs: %s=%r is not a number of seconds; using %g", INFLIGHT_WINDOW_ENV, raw, timeout
-    )
-    return timeout
 
 
 def default_config_path() -> Path:

@@ -24,7 +24,7 @@ import time
 
 import prime_runs._delivery.registry as _registry
 import prime_runs._forking as _forking
-from prime_runs.settings import positive_env_int
+from prime_runs._envnumbers import positive_env_int
 
 logger = logging.getLogger("prime_runs")
 

@@ -12,7 +12,7 @@ are settled in the journal's acks::
 
 ``keys`` are the batch's records in the order they were sent; ``until`` (``time.time()``)
 is when no request of the batch can still be stored (its last attempt's start plus the
-request timeout, ``settings.inflight_window``); the rest is the sink's: the traces sink
+request timeout, ``_envnumbers.inflight_window``); the rest is the sink's: the traces sink
 notes the Idempotency-Key of the exact bytes, the sample sink the rows' ids and the
 evaluation's row count before the append. Sync reads the notes of writers that are gone
 (``noted``) and settles each batch the sink's way before it sends anything else.

@@ -21,10 +21,10 @@ from typing import TYPE_CHECKING
 import httpx
 
 import prime_runs.platform.retry as retry
+from prime_runs._envnumbers import inflight_window
 from prime_runs._otel_private import suppress_instrumentation
 from prime_runs._records.item import Deadline, Item, Outcome, as_deadline, record_keys
 from prime_runs.platform._http import user_agent
-from prime_runs.settings import inflight_window
 
 if TYPE_CHECKING:
     import prime_runs.platform._traces as _traces_client

@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import prime_runs._records.traintable as _table
+from prime_runs._envnumbers import inflight_window
 from prime_runs._records.item import Deadline, Item, Outcome, as_deadline, record_keys
 from prime_runs._records.jsonio import decode_record
 from prime_runs.errors import (
@@ -45,7 +46,6 @@ from prime_runs.errors import (
 )
 from prime_runs.platform.training import TrainingPlatform
 from prime_runs.projection import build_samples
-from prime_runs.settings import inflight_window
 
 if TYPE_CHECKING:
     from prime_runs._journal.batches import Notebook

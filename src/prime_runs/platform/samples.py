@@ -5,7 +5,7 @@ batch is never replayed blindly. Before each append the writer reads the evaluat
 count and notes the batch with it (``_journal/batches``); after an ambiguous failure it
 reads back only the rows appended since (``stored_among``); what did not land is its
 sink's to send again, once no attempt of it can still be stored
-(``settings.inflight_window``). Losing a batch is recoverable (the journal keeps it for
+(``_envnumbers.inflight_window``). Losing a batch is recoverable (the journal keeps it for
 ``prime-runs sync``); duplicate rows would skew the dashboard's averages silently.
 
 Rows arrive already encoded (design: encode once) and are sent as their parts, never
@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import prime_runs.platform._bodies as _bodies
+from prime_runs._envnumbers import inflight_window
 from prime_runs._records.item import RecordKey
 from prime_runs._records.skeleton import Spliced
 from prime_runs._records.v0rows import ENVELOPE_BYTES, packed
@@ -36,7 +37,6 @@ from prime_runs.errors import (
 )
 from prime_runs.platform._http import Deadline, is_ambiguous
 from prime_runs.platform.sample_listing import stored_among
-from prime_runs.settings import inflight_window
 
 if TYPE_CHECKING:
     from prime_runs._journal.batches import Notebook
