@@ -299,9 +299,10 @@ def _sync_one(
 
 
 def _isatty(stream: object) -> bool:
+    isatty = getattr(stream, "isatty", None)  # any stream: see below
     try:
-        return bool(stream.isatty())  # type: ignore[attr-defined]  # any stream: see below
-    except (AttributeError, ValueError):
+        return callable(isatty) and bool(isatty())
+    except ValueError:  # a closed stream
         return False
 
 

@@ -181,7 +181,7 @@ class Ledger:
         if lite:
             out.extend(self._load(lite, segments))
             # Every item the ledger hands out has its ref (``Item.ref`` is None elsewhere).
-            out.sort(key=lambda i: i.ref)  # type: ignore[arg-type,return-value]
+            out.sort(key=lambda i: i.ref or 0)
         return out
 
     def _pack(self, key: RecordKey, exact: bool) -> int:

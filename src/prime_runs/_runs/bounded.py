@@ -33,7 +33,7 @@ class Attempt(Generic[T]):
     def __init__(self, work: Callable[[], T]) -> None:
         self.sent_at = datetime.now(timezone.utc)  # an intent written later says when
         self._done = threading.Event()
-        self._result: T | None = None
+        self._result: list[T] = []  # work()'s return, once it returned (T may be None)
         self._error: BaseException | None = None
         threading.Thread(
             target=self._run, args=(work,), name="prime-runs-register", daemon=True
@@ -41,7 +41,7 @@ class Attempt(Generic[T]):
 
     def _run(self, work: Callable[[], T]) -> None:
         try:
-            self._result = work()
+            self._result.append(work())
         except BaseException as exc:  # handed to whoever waits for it
             self._error = exc
         finally:
@@ -56,7 +56,7 @@ class Attempt(Generic[T]):
         self._done.wait()
         if self._error is not None:
             raise self._error
-        return self._result  # type: ignore[return-value]  # work() returned it
+        return self._result[0]
 
 
 def note_intent(state: RunState, attempt: Attempt[Any]) -> None:
