@@ -21,14 +21,14 @@ STALL = 6.0  # how long each traces upload waits at the stand-in before it is st
 def _producer(data: Path, root: Path) -> str:
     return textwrap.dedent(
         f"""
-        import json, time, prime_runs as pr
+        import json, prime_runs as pr
         episodes = json.load(open({str(data)!r}))
         run = pr.init(name="race", environments=["gsm8k"], model="m", framework="f",
                       dir={str(root)!r})
         run.log_episodes(episodes)
         run.finish(timeout=1.5)  # gives up on the stalled upload, which stays in flight
         print("finished", run.id, flush=True)
-        time.sleep({STALL} + 6)  # alive while the upload lands
+        input()  # alive while the upload lands
         """
     )
 
@@ -42,6 +42,13 @@ def _sync() -> subprocess.CompletedProcess:
     )
 
 
+def _until_landed(platform, timeout: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout
+    while platform.requests_for("traces_upload")[0].status is None:
+        assert time.monotonic() < deadline, "the producer's upload never landed"
+        time.sleep(0.02)
+
+
 def test_a_sync_racing_an_upload_in_flight_resends_that_batch_and_nothing_is_stored_twice(
     prime_env, burst, tmp_path
 ):
@@ -52,6 +59,7 @@ def test_a_sync_racing_an_upload_in_flight_resends_that_batch_and_nothing_is_sto
     prime_env.stall("traces_upload", STALL)
     producer = subprocess.Popen(
         [sys.executable, "-c", _producer(data, root)],
+        stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -64,7 +72,8 @@ def test_a_sync_racing_an_upload_in_flight_resends_that_batch_and_nothing_is_sto
         racing = _sync()  # while that upload is in flight
 
         assert racing.returncode == 0, racing.stdout + racing.stderr
-        producer.communicate(timeout=60)  # the stalled upload lands meanwhile
+        _until_landed(prime_env)  # the producer's stalled upload, sent first
+        producer.communicate("\n", timeout=60)
     finally:
         if producer.poll() is None:
             producer.kill()

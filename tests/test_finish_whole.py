@@ -70,7 +70,7 @@ def test_a_training_run_whose_table_is_not_stored_is_left_open_then_synced(
     else:
         prime_env.stall("rft_presign", 30)
     run = train(episodes)
-    run.finish(timeout=10)
+    run.finish(timeout=3)
 
     stored = prime_env.training_runs[run.id]
     assert stored["status"] == "running"  # not finalized with its table unsent
