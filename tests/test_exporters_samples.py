@@ -165,6 +165,27 @@ def test_an_append_in_doubt_is_sent_again_once_it_cannot_land(
     }
 
 
+def test_no_append_starts_after_the_deadline_the_row_count_read_used_up(
+    platform: StandInPlatform,
+) -> None:
+    # The read before an append (the table's row count) is held past the export's deadline
+    # (finish() giving up, a flush's timeout): the append it precedes is not sent, so the
+    # rows stay the next delivery's (or sync's) and are never stored behind its back.
+    platform.stall("samples_list", 5.0)
+    sink = _sink(platform)
+    items = _items(EPISODES[:3])
+
+    out = sink.export(items, time.monotonic() + 0.2)
+
+    assert out.retry == items and not out.acked
+    assert platform.requests_for("samples_append") == []
+    platform.unstall()
+    assert sink.export(items, _soon()).acked == items
+    assert Counter(r["sample_id"] for r in platform.samples(RUN)) == {
+        r["id"]: 1 for r in EPISODES[:3]
+    }
+
+
 def test_an_ambiguous_append_resends_only_what_is_missing(platform: StandInPlatform) -> None:
     platform.fail("samples_append", 502, after_processing=True, reset=True)
     sink = _sink(platform)

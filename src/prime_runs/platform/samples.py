@@ -36,6 +36,7 @@ from prime_runs.errors import (
     ValidationRejectedError,
 )
 from prime_runs.platform._http import Deadline, is_ambiguous
+from prime_runs.platform.retry import left
 from prime_runs.platform.sample_listing import stored_among
 
 if TYPE_CHECKING:
@@ -185,7 +186,15 @@ class SampleWriter:
         deadline: Deadline | None,
     ) -> None:
         ids = [sid for sid, _ in batch]
-        sent = self._note(batch, keys, deadline)
+        since = self._observe(deadline)
+        remaining = left(deadline)
+        if remaining is not None and remaining <= 0:
+            # The row-count read used the time up (finish() gave up meanwhile): no append
+            # starts after its deadline, whose rows finish() has reported kept for sync.
+            result._fail(ids, "not sent: out of time", None)
+            result.transient = True
+            return
+        sent = self._note(batch, keys, since)
         try:
             self._post(batch, deadline, sent)
         except (ValidationRejectedError, ConflictError) as error:
@@ -234,9 +243,9 @@ class SampleWriter:
     def _window(self) -> float:
         return inflight_window(APPEND_TIMEOUT)
 
-    def _note(self, batch: list[Row], keys: list[RecordKey], deadline: Deadline | None) -> Sent:
-        """Where the batch will land at the earliest, noted with it before it is sent."""
-        since = self._observe(deadline)
+    def _note(self, batch: list[Row], keys: list[RecordKey], since: int) -> Sent:
+        """Where the batch will land at the earliest (``since``), noted with it before it
+        is sent."""
         ids = tuple(sid for sid, _ in batch)
         before = (*self._first, *self._latest)
         until = time.time() + self._window()
