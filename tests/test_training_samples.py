@@ -137,3 +137,28 @@ def test_a_confirm_in_doubt_is_settled_alone_before_later_episodes_of_its_step(
     ]
     assert len(rows) == 2  # each episode's row once
     assert len(prime_platform.requests_for("object_put")) == 2  # its object, then the later's
+
+
+@pytest.mark.parametrize("held", ["rft_presign", "object_put"])
+def test_no_request_of_an_object_starts_after_its_deadline(prime_platform, episodes, held):
+    # A step answered after the export's deadline (finish() giving up, a flush's timeout):
+    # the next request (the PUT, the confirm) waits for the next delivery, which goes on
+    # from that step: one presign, one object, one row.
+    settings = Settings.resolve(api_key=prime_platform.api_key, base_url=prime_platform.base_url)
+    platform = TrainingPlatform(settings, TrainingClient(settings, max_attempts=1))
+    run_id = prime_platform.add_training_run("rft-late")
+    sink = train_samples.TrainSamplesSink(platform, run_id)
+    first = items([at_step(episodes[0], 10, 0)], run_id)
+    prime_platform.stall(held, 0.5)  # answered within its attempt, after the deadline
+
+    out = sink.export(first, time.monotonic() + 0.2)
+
+    assert out.retry == first and not out.acked
+    after = {"rft_presign": "object_put", "object_put": "rft_confirm"}[held]
+    assert prime_platform.requests_for(after) == []
+    prime_platform.unstall()
+    assert sink.export(first, time.monotonic() + 30).acked == first
+    assert len(prime_platform.requests_for("rft_presign")) == 1
+    assert len(prime_platform.requests_for("object_put")) == 1
+    (confirmed,) = prime_platform.training_samples(run_id)
+    assert len(read(prime_platform, confirmed["s3_key"])) == 1

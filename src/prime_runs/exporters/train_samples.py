@@ -212,10 +212,6 @@ class TrainSamplesSink:
         pinned, items = self._pinned(items)
         groups = pinned + self._groups(items, outcome)
         for index, (step, group, records) in enumerate(groups):
-            if deadline.expired():
-                outcome.retry.extend(i for g in groups[index:] for i in g[1])
-                outcome.retry_reason = "out of time"
-                return outcome
             ident = tuple(i.ref if i.ref is not None else id(i) for i in group)
             try:
                 stored = self._send(ident, step, group, records, deadline)
@@ -233,6 +229,10 @@ class TrainSamplesSink:
                     outcome.retire = f"{type(exc).__name__}: {exc}"
                 outcome.retry_reason = str(exc)
                 return outcome
+            if stored is None:  # out of time: what it began is kept for the next delivery
+                outcome.retry.extend(i for g in groups[index:] for i in g[1])
+                outcome.retry_reason = "out of time"
+                return outcome
             self._pending.pop(ident, None)
             held = {id(item) for item in stored}
             outcome.acked.extend(stored)
@@ -247,8 +247,12 @@ class TrainSamplesSink:
         group: list[Item],
         records: list,
         deadline: Deadline,
-    ) -> list[Item]:
-        """Store the group's object; the items with a row in it (none: nothing sent)."""
+    ) -> list[Item] | None:
+        """Store the group's object; the items with a row in it (none: nothing sent). None
+        when a step used the time up: no request starts after the deadline (the first
+        attempt of one always would), and the next delivery goes on from that step."""
+        if deadline.expired():
+            return None
         upload = self._pending.get(ident)
         if upload is None:
             id_range = self._next_range(step)
@@ -260,6 +264,8 @@ class TrainSamplesSink:
             upload = self._pending[ident] = _Upload(payload, id_range, step, group, items)
         if upload.key is None:
             upload.url, upload.key = self._platform.presign(self._run_id, step, deadline)
+            if deadline.expired():
+                return None
         if not upload.uploaded:
             assert upload.url is not None
             try:
@@ -274,6 +280,8 @@ class TrainSamplesSink:
         assert upload.key is not None
         if self._on_uploaded is not None:
             self._on_uploaded(Uploaded(step, upload.key, tuple(upload.items), upload.id_range))
+        if deadline.expired():  # the object is known (above): sync confirms it if we cannot
+            return None
         if self._notes is not None:  # the object exists: confirmed again, never sent again
             keys = record_keys(upload.items)
             until = time.time() + inflight_window(CONFIRM_TIMEOUT)
