@@ -8,8 +8,8 @@ from typing import Any
 
 from opentelemetry.sdk.trace import TracerProvider
 
+import _archives
 import prime_runs as pr
-from prime_runs._journal.archive import RunArchive, list_runs
 
 RUN_ATTRS = {"prime.run.name": "genai", "prime.run.environments": ["genai-env"]}
 
@@ -20,14 +20,12 @@ def provider() -> TracerProvider:
     return tracer_provider
 
 
-def archive(root: Path) -> RunArchive:
-    (info,) = list_runs(root)
-    return RunArchive(info.path)
+def archive(root: Path) -> _archives.Archive:
+    return _archives.only(root)
 
 
 def episodes(root: Path) -> list[dict[str, Any]]:
-    found = [json.loads(data) for _, _, data in archive(root).iter_records()]
-    return [record for record in found if "traces" in record]
+    return [record for record in archive(root).records() if "traces" in record]
 
 
 def text(role: str, content: str) -> dict[str, Any]:

@@ -19,28 +19,27 @@ from opentelemetry.sdk.trace.sampling import (
     TraceIdRatioBased,
 )
 
+import _archives
 import _support
-from prime_runs._journal.archive import RunArchive, list_runs
 
 RUN_ATTRS = {"prime.run.name": "settings", "prime.run.environments": ["gsm8k"]}
 
 
-def archived(archive: RunArchive) -> list[dict]:
-    return [json.loads(data) for _, _, data in archive.iter_records()]
+def archived(archive: _archives.Archive) -> list[dict]:
+    return archive.records()
 
 
-def only_archive(root: Path) -> RunArchive:
-    (info,) = list_runs(root)
-    return RunArchive(info.path)
+def only_archive(root: Path) -> _archives.Archive:
+    return _archives.only(root)
 
 
-def archive_of(run_id: str, root: Path | None = None) -> RunArchive:
+def archive_of(run_id: str, root: Path | None = None) -> _archives.Archive:
     """The archive of a run named by its folder or by its evaluation id (a raw run span's
     ``prime.run.id`` is its folder's until the evaluation is created, then the platform's)."""
     root = root or Path(os.environ["PRIME_RUNS_DIR"])
     if (root / run_id).is_dir():
-        return RunArchive(root / run_id)
-    for archive in list_runs(root):
+        return _archives.Archive(root / run_id)
+    for archive in _archives.runs(root):
         platform = archive.description().get("platform")
         if isinstance(platform, dict) and platform.get("id") == run_id:
             return archive

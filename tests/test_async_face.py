@@ -22,9 +22,9 @@ import pytest
 import prime_runs as pr
 from _otel import archive_of
 from _support import load_jsonl, start_script
-from prime_runs._runs.finishing import CLOSE_MARGIN
 from prime_runs.testing import StandInPlatform
 
+CLOSE_MARGIN = 0.5  # finish(timeout=T) returns within T plus half a second (its docstring)
 GAP_BOUND = 0.5  # seconds the loop may go without ticking (a blocking finish(): over 1 s)
 FIXTURES = Path(__file__).parent / "data" / "episodes.jsonl"
 

@@ -8,12 +8,12 @@ from pathlib import Path
 
 import pytest
 
+import _archives
 import prime_runs as pr
-from prime_runs._journal.archive import RunArchive
 
 
 def ids_in_archive(run: pr.Run) -> list[str]:
-    archive = RunArchive(Path(run.archive_path))
+    archive = _archives.Archive(Path(run.archive_path))
     return [json.loads(data)["id"] for _, _, data in archive.iter_records()]
 
 
@@ -74,7 +74,7 @@ def test_non_finite_numbers_become_null(episodes):
     run = pr.init(name="x", environments=["e"], mode="offline", on_error="raise")
     run.log_episodes([record])
     run.finish()
-    archive = RunArchive(Path(run.archive_path))
+    archive = _archives.Archive(Path(run.archive_path))
     ((_, _, data),) = list(archive.iter_records())
     got = json.loads(data)  # strict JSON: no NaN literal in the archive
     assert b"NaN" not in data and b"Infinity" not in data

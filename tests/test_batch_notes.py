@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pytest
 
+import _archives
 from _support import archive_root, cli_command, offline_run, run_cli
-from prime_runs._journal.archive import RunArchive
 from prime_runs.settings import INFLIGHT_WINDOW_ENV
 
 WAIT = 60.0  # the longest any step below may take on a loaded machine
@@ -292,7 +292,7 @@ def test_the_notes_of_a_finished_run_are_gone(prime_env, burst):
 def _note_traces_batch(run, until: float) -> None:
     """A traces batch noted by a process now gone, whose bytes sync cannot make again
     (here: a key no bytes hash to)."""
-    archive = RunArchive(Path(run.archive_path))
+    archive = _archives.Archive(Path(run.archive_path))
     keys = [key for key, _kind, _data in archive.iter_records()]
     segments = sorted({k.segment for k in keys})
     entry = {

@@ -10,9 +10,9 @@ from pathlib import Path
 
 from opentelemetry.sdk.trace import TracerProvider
 
+import _archives
 import prime_runs as pr
 from prime_runs import semconv
-from prime_runs._journal.archive import RunArchive, list_runs
 
 ATTRS = {
     semconv.RUN_NAME: "same",
@@ -24,7 +24,7 @@ ATTRS = {
 
 
 def snapshot(run_dir: Path) -> dict:
-    archive = RunArchive(run_dir)
+    archive = _archives.Archive(run_dir)
     records = []
     for _, kind, data in archive.iter_records():
         record = json.loads(data)
@@ -67,7 +67,7 @@ def via_configure_exporter(root: Path, episodes: list[dict]) -> Path:
     with tracer.start_as_current_span("run", attributes=ATTRS):
         pr.log_episodes(episodes)
     assert provider.force_flush()  # the close-out runs in the background
-    (run_dir,) = [a.path for a in list_runs(root)]
+    (run_dir,) = [a.path for a in _archives.runs(root)]
     return run_dir
 
 
@@ -99,7 +99,7 @@ def via_raw_spans(root: Path, episodes: list[dict]) -> Path:
         check=True,
         timeout=60,
     )
-    (run_dir,) = [a.path for a in list_runs(root)]
+    (run_dir,) = [a.path for a in _archives.runs(root)]
     return run_dir
 
 
@@ -122,7 +122,7 @@ def test_raw_run_span_with_error_status_is_failed(tmp_path):
     with tracer.start_as_current_span("run", attributes=ATTRS) as span:
         span.set_status(Status(StatusCode.ERROR, "eval broke"))
     assert provider.force_flush()
-    (archive,) = list_runs(tmp_path)
+    (archive,) = _archives.runs(tmp_path)
     status = archive.status()
     assert status["status"] == "failed"
     assert status["error"] == "eval broke"
@@ -140,7 +140,7 @@ def test_raw_run_span_status_attribute_and_summary(tmp_path):
     with tracer.start_as_current_span("run", attributes=attrs):
         pass
     assert provider.force_flush()
-    (archive,) = list_runs(tmp_path)
+    (archive,) = _archives.runs(tmp_path)
     assert archive.status()["status"] == "cancelled"
     assert archive.status()["summary"] == {"avg_reward": 0.25}
 
@@ -153,7 +153,7 @@ def test_spans_outside_a_run_pass_through(tmp_path, span_capture):
         with tracer.start_as_current_span("episode", attributes={"prime.record": "{}"}):
             pass
     assert [s.name for s in exporter.get_finished_spans()] == ["episode", "http.request"]
-    assert list_runs(tmp_path) == []
+    assert _archives.runs(tmp_path) == []
 
 
 def test_a_bad_raw_record_is_contained(tmp_path, caplog):
@@ -167,7 +167,7 @@ def test_a_bad_raw_record_is_contained(tmp_path, caplog):
         with tracer.start_as_current_span("episode", attributes={"prime.record": ok}):
             pass
     assert provider.force_flush()
-    (archive,) = list_runs(tmp_path)
+    (archive,) = _archives.runs(tmp_path)
     assert [json.loads(d)["id"] for _, _, d in archive.iter_records()] == ["ok"]
     assert archive.status()["status"] == "completed"
 
@@ -236,7 +236,7 @@ def test_raw_run_with_an_unknown_status_still_closes(tmp_path, caplog):
     with tracer.start_as_current_span("run", attributes={**ATTRS, semconv.RUN_STATUS: "done"}):
         pass
     assert provider.force_flush()
-    (archive,) = list_runs(tmp_path)
+    (archive,) = _archives.runs(tmp_path)
     assert archive.status()["status"] == "completed"
     assert "'done' is not a run status" in caplog.text
 

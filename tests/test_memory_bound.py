@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from _support import journal_lines, offline_run
-from prime_runs._records.access import summary_trace_index
+from prime_runs.projection import summary_trace_index
 from prime_runs.testing import StandInPlatform
 
 RECORDS = 30
@@ -161,7 +161,7 @@ def test_sync_of_records_too_large_for_one_sample_request_holds_a_few_records(
         record["id"] = f"oversize-{n}"
         for i, trace in enumerate(record["traces"]):
             trace["id"] = f"oversize-{n}-{i}"
-        summary = record["traces"][summary_trace_index(record["traces"])]
+        summary = record["traces"][summary_trace_index(record)]
         summary["nodes"][-1]["message"]["content"] = text + str(n)
         records.append(record)
     run = offline_run(records, name="oversize")

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from prime_runs._journal.archive import list_runs
+import _archives
 from prime_runs.testing import StandInPlatform
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -66,7 +66,7 @@ def test_each_documented_command_records_an_offline_run_with_a_clean_stderr(comm
     (notice,) = result.stderr.splitlines()
     assert notice.startswith("prime-runs: no API key found, so runs are kept offline")
     assert "logged 10 episodes" in result.stdout
-    (archive,) = list_runs(tmp_path / "archive")
+    (archive,) = _archives.runs(tmp_path / "archive")
     assert archive.status()["status"] == "completed"
     assert archive.count_records() == {"episode": 10}
 
@@ -102,7 +102,7 @@ def test_a_failed_setup_is_said_at_exit(tmp_path):
 
     assert result.returncode == 0  # the program itself ran
     assert "logged 10 episodes" in result.stdout
-    assert list_runs(tmp_path / "archive") == []
+    assert _archives.runs(tmp_path / "archive") == []
     last = result.stderr.strip().splitlines()[-1]
     assert last.startswith("prime-runs: OTEL_TRACES_EXPORTER names prime_runs, but")
     assert "no run was recorded" in last

@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 from opentelemetry.sdk.trace import SpanLimits
 
+import _archives
 import prime_runs as pr
 from _otel import RUN_ATTRS, archived, evaluation_of, only_archive, provider_with, run_script
-from prime_runs._journal.archive import RunArchive, list_runs
 from prime_runs.testing import StandInPlatform
 
 COUNT_SCRIPT = """
@@ -57,10 +57,10 @@ run.finish()
 ALL = {"ep-0", "ep-1", "ep-2", "ep-3", "last", "ev-0", "ev-1", "rv-0", "rv-1", "rv-2"}
 
 
-def by_name(root: Path) -> dict[str, RunArchive]:
+def by_name(root: Path) -> dict[str, _archives.Archive]:
     runs = {}
-    for info in list_runs(root):
-        runs[json.loads((info.path / "run.json").read_text())["name"]] = RunArchive(info.path)
+    for archive in _archives.runs(root):
+        runs[archive.description()["name"]] = archive
     return runs
 
 

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 from opentelemetry.sdk.trace.sampling import ALWAYS_OFF, ALWAYS_ON, ParentBased
 
+import _archives
 import prime_runs as pr
 from _otel import (
     DROPPING,
@@ -24,7 +25,6 @@ from _otel import (
     raw_run,
     run_script,
 )
-from prime_runs._journal.archive import list_runs
 from prime_runs.testing import StandInPlatform
 
 # -- head samplers -----------------------------------------------------------------------
@@ -160,7 +160,7 @@ def test_env_samplers_without_pr_sampler_are_reported_loudly(env, tmp_path, isol
     assert proc.stderr.count("drops `run` spans") == 1
     assert "TracerProvider(sampler=prime_runs.sampler(base))" in proc.stderr
     assert "not recording are not tracked" in proc.stderr
-    assert list_runs(isolated_env) == []  # nothing was seen: said so, twice over
+    assert _archives.runs(isolated_env) == []  # nothing was seen: said so, twice over
 
 
 INSTRUMENTED_SCRIPT = """

@@ -13,6 +13,7 @@ import pytest
 from opentelemetry.sdk.trace import SpanLimits
 from opentelemetry.sdk.trace.sampling import ALWAYS_ON, ParentBased
 
+import _archives
 import prime_runs as pr
 from _otel import (
     RUN_ATTRS,
@@ -23,7 +24,6 @@ from _otel import (
     raw_run,
     run_script,
 )
-from prime_runs._journal.archive import RunArchive, list_runs
 from prime_runs.testing import StandInPlatform
 
 # -- OTEL_SDK_DISABLED ---------------------------------------------------------------------
@@ -54,7 +54,7 @@ def test_sdk_disabled_init_runs_still_archive_offline(tmp_path, isolated_env):
     said = json.loads(proc.stdout)
     assert said["mode"] == "offline"
     assert said["context"] == ["baggage", "traceparent"]  # still joinable
-    archive = RunArchive(isolated_env / said["id"])
+    archive = _archives.Archive(isolated_env / said["id"])
     assert sorted(r["id"] for r in archived(archive)) == ["a", "b"]
     assert archive.status()["status"] == "completed"
 
@@ -74,7 +74,7 @@ def test_sdk_disabled_raw_span_runs_warn_once(tmp_path, isolated_env):
     assert proc.returncode == 0, proc.stderr
     assert proc.stderr.count("OTEL_SDK_DISABLED=true: the OpenTelemetry SDK creates no") == 1
     assert "not recording are not tracked" in proc.stderr  # the pr.log_episodes() call
-    assert list_runs(isolated_env) == []
+    assert _archives.runs(isolated_env) == []
 
 
 # -- attribute length limits ---------------------------------------------------------------
@@ -109,13 +109,11 @@ def test_a_record_cut_by_the_length_limit_is_reported_naming_it(variable, tmp_pa
     assert proc.stderr.count(f"was cut by {variable}=64") == 1  # once, then counted
     assert "5 records were not logged: 5 refused as bad input" in proc.stderr
     assert "ended with no records: all 5 records logged into it were refused" in proc.stderr
-    by_name = {
-        json.loads((a.path / "run.json").read_text())["name"]: a for a in list_runs(isolated_env)
-    }
-    cut = RunArchive(by_name["cut"].path).status()
+    by_name = {a.description()["name"]: a for a in _archives.runs(isolated_env)}
+    cut = by_name["cut"].status()
     assert (cut["logged"], cut["invalid"]) == (0, 5)
     # Records logged through the SDK never travel as an attribute: the limit cannot cut them.
-    (whole,) = archived(RunArchive(by_name["sdk-logged"].path))
+    (whole,) = archived(by_name["sdk-logged"])
     assert whole["traces"][0]["completion"] == "y" * 500
 
 
@@ -213,7 +211,7 @@ def test_a_run_that_ends_with_no_records_says_so(episodes, caplog):
         full.finish()
     (warning,) = [r.getMessage() for r in caplog.records if "no records" in r.getMessage()]
     assert f"run {empty.id} ended with no records: nothing was logged" in warning
-    assert RunArchive(Path(empty.archive_path)).status()["logged"] == 0
+    assert _archives.Archive(Path(empty.archive_path)).status()["logged"] == 0
 
 
 def test_a_raw_run_whose_records_were_all_refused_says_so(isolated_env, caplog):

@@ -8,14 +8,13 @@ Each case runs in a process of its own: the global provider can be set once per 
 
 from __future__ import annotations
 
-import json
 import subprocess
 import sys
 import textwrap
 from pathlib import Path
 from typing import Any
 
-from prime_runs._journal.archive import RunArchive, list_runs
+import _archives
 
 CHAT = {"gen_ai.operation.name": "chat", "gen_ai.request.model": "m",
         "gen_ai.usage.input_tokens": 3, "gen_ai.usage.output_tokens": 2}  # fmt: skip
@@ -57,8 +56,7 @@ def _run(tmp_path: Path, body: str) -> subprocess.CompletedProcess[str]:
 
 
 def _episodes(tmp_path: Path) -> list[dict[str, Any]]:
-    (info,) = list_runs(tmp_path / "runs")
-    found = [json.loads(data) for _, _, data in RunArchive(info.path).iter_records()]
+    found = _archives.only(tmp_path / "runs").records()
     return [record for record in found if "traces" in record]
 
 

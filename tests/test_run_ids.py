@@ -21,8 +21,8 @@ from opentelemetry.propagators.composite import CompositePropagator
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
+import _archives
 import prime_runs as pr
-from prime_runs._journal.archive import RunArchive
 from prime_runs.cli import main
 from prime_runs.errors import APIError, ConfigurationError
 
@@ -198,7 +198,7 @@ def test_cli_run_arguments_never_reach_outside_the_root(
 ) -> None:
     monkeypatch.setenv("PRIME_API_KEY", "k-test")  # sync looks its RUNs up only with a key
     outside = tmp_path / "outside"
-    RunArchive.create(tmp_path, "outside", {"name": "not-under-the-root", "mode": "offline"})
+    _archives.Archive.create(tmp_path, "outside", {"name": "not-under-the-root", "mode": "offline"})
     inside = pr.init(name="inside", mode="offline", dir=root)
     inside.finish()
     capsys.readouterr()
@@ -239,7 +239,7 @@ def test_sync_refuses_a_platform_id_edited_by_hand(
 ) -> None:
     root = Path(os.environ["PRIME_RUNS_DIR"])
     run = _finished_offline_run(root)
-    archive = RunArchive(root / run.id)
+    archive = _archives.Archive(root / run.id)
     if where == "sync.json":
         archive.write_sync_state({"platform": {"id": forged}})
     else:
@@ -270,7 +270,7 @@ def test_training_sync_refuses_a_platform_id_edited_by_hand(
     )
     run.log_metrics({"loss": 1.0}, step=0)
     run.finish()
-    RunArchive(Path(str(run.archive_path))).write_sync_state({"platform": {"id": "../../x"}})
+    _archives.Archive(Path(str(run.archive_path))).write_sync_state({"platform": {"id": "../../x"}})
     capsys.readouterr()
 
     assert main(["sync", run.id]) == 1

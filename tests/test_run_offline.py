@@ -8,13 +8,13 @@ from pathlib import Path
 
 import pytest
 
+import _archives
 import prime_runs as pr
 from prime_runs import semconv
-from prime_runs._journal.archive import RunArchive
 
 
 def archived_records(run: pr.Run) -> list[dict]:
-    archive = RunArchive(Path(run.archive_path))
+    archive = _archives.Archive(Path(run.archive_path))
     return [json.loads(data) for _, _, data in archive.iter_records()]
 
 

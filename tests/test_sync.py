@@ -16,9 +16,9 @@ from typing import Any
 
 import pytest
 
+import _archives
 import prime_runs as pr
 from _support import cli_command, run_cli
-from prime_runs._journal.archive import RunArchive
 from prime_runs.cli import main
 from prime_runs.platform import evaluations
 from prime_runs.settings import INFLIGHT_WINDOW_ENV
@@ -76,7 +76,7 @@ def _assert_uploaded_once(platform, eval_id: str, episodes: list[dict]) -> None:
 
 def test_offline_run_is_registered_uploaded_and_finalized_once(prime_env, episodes):
     run = _offline_run(episodes)
-    recorded = RunArchive(Path(run.archive_path)).status()["summary"]
+    recorded = _archives.Archive(Path(run.archive_path)).status()["summary"]
 
     result = _cli("sync")
 
@@ -93,7 +93,7 @@ def test_offline_run_is_registered_uploaded_and_finalized_once(prime_env, episod
         "prime_runs": {"traces_episodes_written": len(episodes)},
     }
     _assert_uploaded_once(prime_env, eval_id, episodes)
-    archive = RunArchive(Path(run.archive_path))
+    archive = _archives.Archive(Path(run.archive_path))
     assert archive.sync_state()["platform"]["id"] == eval_id
     assert archive.description()["platform"]["id"] == eval_id
     assert archive.status()["closed"] is True
@@ -200,7 +200,7 @@ def test_online_run_left_incomplete_by_an_outage_is_completed_by_sync(
     prime_env.outage()
     run.log_episodes(episodes[8:])
     run.finish(timeout=1.0)
-    assert RunArchive(Path(run.archive_path)).status()["closed"] is False
+    assert _archives.Archive(Path(run.archive_path)).status()["closed"] is False
     prime_env.recover()
     writes_before = dict(prime_env.trace_writes)
 
@@ -241,7 +241,7 @@ def test_online_run_whose_producer_was_killed_is_closed_as_crashed(prime_env, ep
     assert evaluation["error_message"].startswith("crashed: ")
     assert "closed as crashed" in result.stdout
     _assert_uploaded_once(prime_env, eval_id, episodes[:3])
-    status = RunArchive(_root() / eval_id).status()
+    status = _archives.Archive(_root() / eval_id).status()
     assert (status["status"], status["closed"]) == ("crashed", True)
 
 

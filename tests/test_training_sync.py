@@ -12,8 +12,8 @@ import sys
 from collections import Counter
 from pathlib import Path
 
+import _archives
 import prime_runs as pr
-from prime_runs._journal.archive import RunArchive
 from prime_runs.testing import StandInPlatform
 
 RFT_ROUTES = ("rft_register", "rft_metrics", "rft_finalize", "rft_status")
@@ -74,7 +74,7 @@ def test_an_offline_training_run_is_registered_sent_and_finalized_once(
         stamped = prime_env.episodes[record["id"]]["run"]
         assert (stamped["id"], stamped["type"]) == (run_id, "train")
     assert "eval_create" not in [r.route for r in prime_env.requests]
-    archive = RunArchive(Path(str(run.archive_path)))
+    archive = _archives.Archive(Path(str(run.archive_path)))
     assert archive.description()["platform"]["id"] == run_id
     assert archive.status()["closed"] is True
 
@@ -141,7 +141,7 @@ def test_an_earlier_registration_that_may_have_landed_is_not_made_again(
     prime_env: StandInPlatform, episodes: list[dict]
 ) -> None:
     run = _offline_training_run(episodes)
-    archive = RunArchive(Path(str(run.archive_path)))
+    archive = _archives.Archive(Path(str(run.archive_path)))
     archive.write_sync_state({"intent": {"at": "2026-01-01T00:00:00+00:00"}})
 
     result = _sync()
