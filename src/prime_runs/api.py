@@ -160,41 +160,46 @@ def init(
     if join is not False and id is None and mode != DISABLED:
         ctx = context_to_join(join if isinstance(join, Mapping) else None)
         if ctx is not None:
-            return _with_timeout(_join(ctx, opts, tracer_provider, handle_signals), arguments)
+            return _join(ctx, opts, tracer_provider, handle_signals, finish_timeout)
     provider = _sdk_provider(tracer_provider)  # checked before anything is created
     opts = dataclasses.replace(opts, resource=from_resource(provider.resource))
     state = open_run(opts)  # an evaluation, or a training run (kind="train")
     if state is None:
-        return _with_timeout(_disabled(opts), arguments)
-    run = _start(provider, state)
+        return _disabled(opts, finish_timeout)
+    run = _start(provider, state, finish_timeout)
     if handle_signals:
         _exit.install_signal_handlers()
-    return _with_timeout(run, arguments)
+    return run
 
 
-def _start(provider: TracerProvider, state: RunState) -> Run:
+def _start(provider: TracerProvider, state: RunState, finish_timeout: float | None) -> Run:
     """The handle of a run ``init()`` opened, with its ``run`` span started on ``provider``."""
     _add_processor(provider, {})
     tracer = provider.get_tracer("prime_runs", __version__)
-    span = _run_span(tracer, state)
-    run = Run(state, span=span, tracer=_record_tracer(provider, tracer), mode=state.identity.mode)
+    run = Run(
+        state,
+        span=_run_span(tracer, state),
+        tracer=_record_tracer(provider, tracer),
+        mode=state.identity.mode,
+        finish_timeout=finish_timeout,
+    )
     _set_current(run)
     return run
 
 
-def _disabled(opts: RunOptions) -> Run:
+def _disabled(opts: RunOptions, finish_timeout: float | None) -> Run:
     # As 0.1.4: a disabled run keeps the id a launcher handed it (init(id=...)).
-    run = Run(
-        None, span=trace.INVALID_SPAN, tracer=None, mode=DISABLED, run_id=opts.id, name=opts.name
+    return Run(
+        None,
+        span=trace.INVALID_SPAN,
+        tracer=None,
+        mode=DISABLED,
+        run_id=opts.id,
+        name=opts.name,
+        kind=opts.kind,
+        config=disabled_config(opts.config),
+        finish_timeout=finish_timeout,
     )
-    run._kind = opts.kind
-    run._disabled_config = disabled_config(opts.config)
-    return run
-
-
-def _with_timeout(run: Run, arguments: dict[str, Any]) -> Run:
-    run._finish_timeout = arguments["finish_timeout"]
-    return run
 
 
 # init() arguments that say how to start the run rather than what it is.
@@ -225,7 +230,11 @@ def _run_span(tracer: trace.Tracer, state: RunState) -> trace.Span:
 
 
 def _join(
-    ctx: otel_context.Context, opts: RunOptions, tracer_provider: object, handle_signals: bool
+    ctx: otel_context.Context,
+    opts: RunOptions,
+    tracer_provider: object,
+    handle_signals: bool,
+    finish_timeout: float | None,
 ) -> Run:
     from opentelemetry import baggage
 
@@ -239,14 +248,27 @@ def _join(
     state = shared_join(run_id, ctx, defaults)
     parent = trace.get_current_span(ctx)
     if state is None:
-        return Run(None, span=parent, tracer=None, mode=DISABLED, run_id=run_id)
+        return Run(
+            None,
+            span=parent,
+            tracer=None,
+            mode=DISABLED,
+            run_id=run_id,
+            finish_timeout=finish_timeout,
+        )
     # Spans under the joined context reach the processor as remote children: hand it
     # this state so it does not open a second one for the same run.
     _add_processor(provider, {}).adopt(run_id, state)
     tracer = provider.get_tracer("prime_runs", __version__)
-    record_tracer = _record_tracer(provider, tracer)
-    run = Run(state, span=parent, tracer=record_tracer, mode=state.identity.mode, run_id=run_id)
-    run._ctx = ctx
+    run = Run(
+        state,
+        span=parent,
+        tracer=_record_tracer(provider, tracer),
+        mode=state.identity.mode,
+        run_id=run_id,
+        context=ctx,
+        finish_timeout=finish_timeout,
+    )
     _set_current(run)
     if handle_signals:
         _exit.install_signal_handlers()

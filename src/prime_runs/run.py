@@ -59,11 +59,17 @@ class Run(AsyncFace):
         mode: str,
         run_id: str | None = None,
         name: str | None = None,
+        context: otel_context.Context | None = None,
+        kind: str = "eval",
+        config: dict[str, Any] | None = None,
+        finish_timeout: float | None = None,
     ) -> None:
+        """``context``: where its records' spans go (a join's; else under ``span``);
+        ``kind`` and ``config``: a disabled run's; ``finish_timeout``: init()'s, 0.1.4's."""
         self._state = state
         self._span = span
         self._tracer = tracer
-        self._ctx = trace.set_span_in_context(span)
+        self._ctx = context if context is not None else trace.set_span_in_context(span)
         self._mode = mode
         # A disabled run's; a run's own are its state's, which change when a registration
         # lands after init() returned (``_runs/bounded``).
@@ -72,13 +78,13 @@ class Run(AsyncFace):
         # A disabled run's status; for a handle on a join that other handles of this process
         # still use, the status its own finish() gave (see _join.shared_join).
         self._status = RunStatus.RUNNING
-        self._kind = "eval"  # a disabled run's kind (init() sets it)
-        self._finish_timeout: float | None = None  # init(finish_timeout=), 0.1.4's keyword
+        self._kind = kind
+        self._finish_timeout = finish_timeout
         self._disabled_summary: dict[str, Any] = {}
-        self._disabled_config: dict[str, Any] = {}  # init() fills it for a disabled run
+        self._disabled_config = config if config is not None else {}
         self._tokens: list[Token[otel_context.Context]] = []
         if state is not None:
-            _exit.track(self)
+            _exit.track(self, state)
 
     def __repr__(self) -> str:
         return f"Run(id={self.id!r}, name={self.name!r}, mode={self.mode!r}, status={self.status})"
@@ -353,7 +359,7 @@ class Run(AsyncFace):
         if not _training.logged_any(state):  # metrics rows are what a training run logs
             warn_if_empty(state)
         _exit.untrack(self)
-        self._end_span(status, reason)
+        _closeouts.end_span(self._span, status, reason)  # the one way a run span ends
         state.raise_pending()
 
     def fail(
@@ -361,9 +367,6 @@ class Run(AsyncFace):
     ) -> None:
         """Finish the run as failed with ``error`` as the reason (``timeout`` as in finish)."""
         self.finish(None, RunStatus.FAILED, error, timeout=timeout)
-
-    def _end_span(self, status: RunStatus, reason: str | None) -> None:
-        _closeouts.end_span(self._span, status, reason)  # the one way a run span ends
 
     def crash(self, timeout: float) -> None:
         """Called at interpreter exit for a run that was never finished: it gets
@@ -376,7 +379,7 @@ class Run(AsyncFace):
                 state.finish(state.status, None, None, timeout)  # drain only; never close
                 return
             if state.finish(RunStatus.CRASHED, None, CRASH_REASON, timeout):
-                self._end_span(RunStatus.CRASHED, CRASH_REASON)
+                _closeouts.end_span(self._span, RunStatus.CRASHED, CRASH_REASON)
 
     def reset_after_fork(self) -> None:
         """Kept for 0.1.4 code, which had its fork hook call it; forks are handled here

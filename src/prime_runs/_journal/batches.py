@@ -157,11 +157,6 @@ class Notebook:
             if changed:
                 self._write()
 
-    def open_batches(self) -> list[Noted]:
-        with self._lock:
-            self._check_process()
-            return list(self._open.values())
-
     def _write(self) -> bool:
         """Replace this writer's file with the open batches (or remove it). Caller locks."""
         try:

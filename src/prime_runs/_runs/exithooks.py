@@ -48,7 +48,8 @@ _MP_EXIT_PRIORITY = 100
 
 # Reentrant: the signal handler takes it and may interrupt the main thread holding it.
 _lock = threading.RLock()
-_runs: weakref.WeakSet[Run] = weakref.WeakSet()
+# Each handle with its engine: the handle is what is closed, the engine what it closes.
+_runs: weakref.WeakKeyDictionary[Run, RunState] = weakref.WeakKeyDictionary()
 _states: weakref.WeakSet[RunState] = weakref.WeakSet()
 _installed = False
 _signal_handlers: dict[int, _ChainedHandler] = {}
@@ -64,15 +65,11 @@ _MP_TOKEN = _Token()
 # -- tracking ----------------------------------------------------------------------
 
 
-def track(run: Run) -> None:
-    """Watch a run handle: it is closed out at exit and reset in forked children."""
+def track(run: Run, state: RunState) -> None:
+    """Watch a run handle and its engine: closed out at exit, reset in forked children."""
     with _lock:
-        _runs.add(run)
-    state = run._state
-    if state is not None:
-        track_state(state)
-    else:
-        _install()
+        _runs[run] = state
+    track_state(state)
 
 
 def track_state(state: RunState) -> None:
@@ -84,7 +81,7 @@ def track_state(state: RunState) -> None:
 
 def untrack(run: Run) -> None:
     with _lock:
-        _runs.discard(run)
+        _runs.pop(run, None)
 
 
 def live_runs() -> list[Run]:
@@ -155,9 +152,10 @@ def close_all(budget: float, status: RunStatus | None = None, reason: str | None
     """
     deadline = time.monotonic() + budget
     handled: set[int] = set()
-    for run in live_runs():
-        if run._state is not None:
-            handled.add(id(run._state))
+    with _lock:
+        handles = list(_runs.items())
+    for run, state in handles:
+        handled.add(id(state))
         left = max(0.0, deadline - time.monotonic())
         try:
             if status is None:

@@ -61,17 +61,9 @@ Deadline = retry.Budget  # a time.monotonic() value, or a deadline its owner may
 UNAMBIGUOUS_STATUS = frozenset({429})
 AMBIGUOUS_STATUS = frozenset({502, 503, 504})
 
-# Failures after the request may have reached the server. Connection setup, pool and
-# local protocol failures are absent on purpose: nothing was sent.
-AMBIGUOUS_TRANSPORT_ERRORS: tuple[type[Exception], ...] = (
-    httpx.ReadTimeout,
-    httpx.WriteTimeout,
-    httpx.ReadError,
-    httpx.WriteError,
-    httpx.CloseError,
-    httpx.RemoteProtocolError,
-    httpx.DecodingError,
-)
+# Failures before the request could reach the server: connection setup, the pool, the
+# proxy, local protocol errors. Nothing was sent; any other transport failure (a read or
+# write timeout or error, a closed or garbled reply) may have come after the server acted.
 UNAMBIGUOUS_TRANSPORT_ERRORS: tuple[type[Exception], ...] = (
     httpx.ConnectError,
     httpx.ConnectTimeout,
