@@ -72,7 +72,7 @@ class Run(AsyncFace):
         self._ctx = context if context is not None else trace.set_span_in_context(span)
         self._mode = mode
         # A disabled run's; a run's own are its state's, which change when a registration
-        # lands after init() returned (``_runs/bounded``).
+        # lands after init() returned (``_runs/registering``).
         self._id = run_id or (state.run_id if state else f"disabled-{secrets.token_hex(8)}")
         self._name = name or (state.identity.name if state else self._id)
         # A disabled run's status; for a handle on a join that other handles of this process

@@ -1,5 +1,5 @@
 """Opening an evaluation run: ``init()``'s, registered within ``register_timeout`` or past
-it (``_runs/bounded``), or offline; and a raw ``run`` span's, registered off the thread that
+it (``_runs/registering``), or offline; and a raw ``run`` span's, registered off the thread that
 started the span (``_runs/registering``). A training run opens in ``_runs/training_open``."""
 
 from __future__ import annotations
@@ -9,7 +9,6 @@ import logging
 from pathlib import Path
 from typing import Any
 
-import prime_runs._runs.bounded as _bounded
 import prime_runs._runs.register_once as register_once
 from prime_runs._journal.archive import RunArchive
 from prime_runs._runs.opening import (
@@ -25,7 +24,16 @@ from prime_runs._runs.opening import (
     upload_context_of,
     wire_sinks,
 )
-from prime_runs._runs.registering import Registered, begin
+from prime_runs._runs.registering import (
+    Attempt,
+    Registered,
+    begin,
+    landed,
+    note_intent,
+    record_platform,
+    say_registered,
+    warn_late,
+)
 from prime_runs._runs.reporting import RAISE
 from prime_runs._runs.state import Identity, RunState
 from prime_runs.errors import ConfigurationError, EnvironmentResolutionError, PrimeRunsError
@@ -111,7 +119,7 @@ def _open_online(
         # Named here, not by the create: a late registration is looked up by its name.
         name = opts.name or default_name(dataset_name(environments), opts.framework)
         opts = named = dataclasses.replace(opts, name=name)
-        attempt = _bounded.Attempt(lambda: register_eval(lifecycle, named, config, environments))
+        attempt = Attempt(lambda: register_eval(lifecycle, named, config, environments))
         if not attempt.within(waited):
             args = (opts, settings, config, environments, root)
             return _open_late(*args, lifecycle, attempt, waited)
@@ -175,28 +183,28 @@ def _open_late(
     environments: list[Any],
     root: Path,
     lifecycle: OnlineLifecycle,
-    attempt: _bounded.Attempt[Registration],
+    attempt: Attempt[Registration],
     waited: float,
 ) -> RunState:
     """``init()`` waited ``register_timeout`` for the create: the run goes on locally, and
     is registered by the request still under way when the platform answers."""
     state = _local_state(opts, config, environments, root)
-    _bounded.note_intent(state, attempt)
+    note_intent(state, attempt)
     local_id = state.run_id
 
     def register() -> Registered:
         try:
-            registration = _bounded.landed(state, attempt)
+            registration = landed(state, attempt)
         except BaseException:
             lifecycle.client.close()
             raise
         where = {"id": registration.id, "url": registration.url, "name": registration.name}
-        _bounded.record_platform(state, where)
-        _bounded.say_registered(local_id, registration.id, registration.url)
+        record_platform(state, where)
+        say_registered(local_id, registration.id, registration.url)
         return _registered(state, opts, settings, lifecycle, registration)
 
     begin(state, register)
-    _bounded.warn_late(state, waited)
+    warn_late(state, waited)
     return state
 
 

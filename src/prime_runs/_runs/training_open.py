@@ -1,7 +1,7 @@
 """Opening a training run: register it (or attach with ``id=``), wire its sinks, and the
 close-out that finalizes it or sets its status (contract Appendix A). ``init()`` registers
 before it returns, unless the platform takes longer than ``register_timeout``
-(``_runs/bounded``); then, and for a raw ``run`` span's training run, the run is registered
+(``_runs/registering``); then, and for a raw ``run`` span's training run, the run is registered
 off the thread that opened it, through ``registering.begin`` as an evaluation is."""
 
 from __future__ import annotations
@@ -12,7 +12,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-import prime_runs._runs.bounded as _bounded
 import prime_runs._runs.finishing as _finishing
 import prime_runs._runs.training_register as training_register
 from prime_runs._delivery.provenance import upload_context
@@ -28,7 +27,17 @@ from prime_runs._runs.opening import (
     online_archive,
     resolve,
 )
-from prime_runs._runs.registering import Registered, begin
+from prime_runs._runs.registering import (
+    Attempt,
+    Registered,
+    begin,
+    forget_intent,
+    landed,
+    note_intent,
+    record_platform,
+    say_registered,
+    warn_late,
+)
 from prime_runs._runs.state import Closer, Identity, RunState
 from prime_runs._runs.training import TrainingSide, check_kind, side_of
 from prime_runs.errors import ConfigurationError, PrimeRunsError
@@ -75,7 +84,7 @@ def open_training(opts: RunOptions) -> RunState | None:
             registration = platform.attach(opts.id, opts.name)
         else:
             body = _register_body(opts, settings, spec, config, environments)
-            attempt = _bounded.Attempt(lambda: platform.register(body))
+            attempt = Attempt(lambda: platform.register(body))
             if not attempt.within(waited):
                 args = (opts, settings, spec, config, environments)
                 return _open_late(*args, platform, attempt, waited)
@@ -200,30 +209,30 @@ def _open_late(
     config: dict[str, Any],
     environments: list[Any],
     platform: TrainingPlatform,
-    attempt: _bounded.Attempt[TrainingRegistration],
+    attempt: Attempt[TrainingRegistration],
     waited: float,
 ) -> RunState:
     """``init()`` waited ``register_timeout`` for the register request: the run goes on
     locally, and is registered by the request still under way when the platform answers."""
     state, side = _local_state(opts, spec, config, environments, settings)
-    _bounded.note_intent(state, attempt)  # a crash before the answer: sync asks, never resends
+    note_intent(state, attempt)  # a crash before the answer: sync asks, never resends
     local_id = state.run_id
 
     def register() -> Registered:
         try:
-            registration = _bounded.landed(state, attempt)
+            registration = landed(state, attempt)
         except BaseException as exc:
             platform.shutdown()
             if isinstance(exc, PrimeRunsError) and not is_ambiguous(exc):
-                _bounded.forget_intent(state)  # certainly not registered: sync may register
+                forget_intent(state)  # certainly not registered: sync may register
             raise
         where = {"id": registration.id, "url": registration.url, "name": registration.name}
-        _bounded.record_platform(state, where)
-        _bounded.say_registered(local_id, registration.id, registration.url)
+        record_platform(state, where)
+        say_registered(local_id, registration.id, registration.url)
         return _registered(state, side, opts, settings, platform, registration)
 
     begin(state, register, side.went_offline)
-    _bounded.warn_late(state, waited)
+    warn_late(state, waited)
     return state
 
 
