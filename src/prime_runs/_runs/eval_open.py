@@ -270,7 +270,8 @@ def _create(
     name = str(state.description["name"])
     if state.archive is not None:
         # An intent first (see register_once): a crash mid-create is reconciled by sync.
-        found = register_once.register(state.archive, lifecycle.settings, client, claimed=set())
+        settings = lifecycle.settings
+        found = register_once.register_evaluation(state.archive, settings, client, claimed=set())
         url = found.get("url")
         return Registration(str(found["id"]), name, url if isinstance(url, str) else None)
     return register_eval(lifecycle, opts, state.config, environments)

@@ -77,7 +77,7 @@ class Attempt(Generic[T]):
 
 def note_intent(state: RunState, attempt: Attempt[Any]) -> None:
     """In sync.json, that a registration was sent at ``attempt.sent_at`` and has not been
-    answered (``register_once`` and ``training_register`` read it)."""
+    answered (``register_once`` reads it)."""
     if state.archive is None:
         return
     try:

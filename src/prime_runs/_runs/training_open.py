@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import prime_runs._runs.finishing as _finishing
-import prime_runs._runs.training_register as training_register
+import prime_runs._runs.register_once as register_once
 from prime_runs._delivery.provenance import upload_context
 from prime_runs._journal.archive import RunArchive
 from prime_runs._records.item import Sink
@@ -271,8 +271,8 @@ def _create_raw(
     """A raw span's training run registered, on ``registering.begin``'s thread."""
     if state.archive is None:  # no journal: nothing to record an intent in
         return _register(platform, opts, settings, spec, state.config, environments)
-    # An intent first (training_register): a crash mid-request never registers twice.
-    found = training_register.register(state.archive, settings, platform)
+    # An intent first (register_once): a crash mid-request never registers twice.
+    found = register_once.register_training(state.archive, settings, platform)
     run_id = str(found["id"])
     name = found.get("name") or state.identity.name
     return TrainingRegistration(run_id, str(name), platform.url_for(run_id))

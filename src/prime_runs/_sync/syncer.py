@@ -45,7 +45,7 @@ from prime_runs._plural import quantity
 from prime_runs._progress import Progress
 from prime_runs._records.item import Item, Outcome, record_key, record_keys
 from prime_runs._records.restamp import Restamp
-from prime_runs._runs.register_once import register
+from prime_runs._runs.register_once import register_evaluation
 from prime_runs._sync.close import close_run, late_records
 from prime_runs._sync.outgoing import outgoing
 from prime_runs._sync.readback import rollout_counters
@@ -159,7 +159,9 @@ class _Syncer:
             if not (any(info.pending.values()) or info.needs_close):
                 return SyncReport(info.run_id, True, "nothing to sync")
             self._ensure_environments(environments)
-            platform = register(self.archive, self.settings, self.client, claimed=self.claimed)
+            platform = register_evaluation(
+                self.archive, self.settings, self.client, claimed=self.claimed
+            )
             self.desc = self.archive.description()
             eval_id = platform["id"]  # checked where the platform answered it
         self.eval_id = eval_id

@@ -1,13 +1,12 @@
 """``prime-runs sync`` for a training run (contract Appendix A).
 
-1. An offline run is registered once (``POST /rft/external-runs``, ``_runs/training_register``,
-   shared with a raw ``run`` span's training run). As for an evaluation
-   (``_runs/register_once``), an intent goes to sync.json before the request. The RFT API
-   takes no id or key of ours and has no list or lookup of runs, so nothing can tell
-   whether an earlier attempt landed: a rerun that finds an intent but no id does not
-   register again when the earlier request may have landed (it failed
-   ambiguously, or the sync was killed): it stops and says how to go on. A request that
-   certainly did not land clears the intent.
+1. An offline run is registered once (``POST /rft/external-runs``, ``_runs/register_once``,
+   shared with a raw ``run`` span's training run). As for an evaluation, an intent goes to
+   sync.json before the request. The RFT API takes no id or key of ours and has no list or
+   lookup of runs, so nothing can tell whether an earlier attempt landed: a rerun that finds
+   an intent but no id does not register again when the earlier request may have landed (it
+   failed ambiguously, or the sync was killed): it stops and says how to go on. A request
+   that certainly did not land clears the intent.
 2. Its episodes go to Prime Traces as any run's records do (``_Syncer.upload``), every
    metrics row no sink acknowledged (``_journal/metrics_rows``) is sent, with the platform's
    run id, and the sample table's objects no sink sent (``_sync/train_samples``); each lands
@@ -27,7 +26,7 @@ import prime_runs._journal.metrics_rows as rows
 from prime_runs._journal.runinfo import METRICS, RunInfo
 from prime_runs._records.item import Item
 from prime_runs._records.jsonio import encode_json
-from prime_runs._runs.training_register import register
+from prime_runs._runs.register_once import register_training
 from prime_runs._sync.close import CLOSE_TIMEOUT, outcome
 from prime_runs._sync.report import SyncReport, Tally, assemble
 from prime_runs._sync.train_samples import send_samples
@@ -59,7 +58,7 @@ def sync_training(syncer: Uploader, info: RunInfo, settings: Settings) -> SyncRe
         else:
             if not (any(info.pending.values()) or info.needs_close):
                 return SyncReport(info.run_id, True, "nothing to sync")
-            where = register(info.archive, settings, platform)
+            where = register_training(info.archive, settings, platform)
             run_id = str(where["id"])  # checked where the platform answered it
         syncer.eval_id = run_id
         url = where.get("url") or platform.url_for(run_id)
