@@ -6,7 +6,7 @@ through at the cost of two dict lookups. A ``run`` span opened by
 with a plain tracer is registered here (contained: a hook never raises), as an
 evaluation or, with ``prime.run.type = "train"``, a training run (``_runs/spanrun``).
 Record spans carrying ``prime.record`` are journaled and uploaded; a training run's
-``step`` spans and events become its metrics rows (``_runs/training_spans``).
+``step`` spans and events become its metrics rows (``_runs/training``).
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ from prime_runs._delivery.provenance import from_resource
 from prime_runs._genai import GenAICollector
 from prime_runs._late_starts import LateStarts
 from prime_runs._runid import is_run_id, shown
-from prime_runs._runs.emptyrun import warn_if_empty
+from prime_runs._runs.accounting import warn_if_empty
 from prime_runs._runs.finishing import CLOSE_MARGIN
 from prime_runs._runs.limits import (
     count_limit,
@@ -44,8 +44,8 @@ from prime_runs._runs.limits import (
 )
 from prime_runs._runs.spanrun import ending_of, options_of
 from prime_runs._runs.state import RunState
+from prime_runs._runs.training import log_steps
 from prime_runs._runs.training_open import open_raw_run
-from prime_runs._runs.training_spans import log_steps
 from prime_runs.errors import PrimeRunsError
 from prime_runs.sampling import note_run_ended, note_run_started
 from prime_runs.status import RunStatus

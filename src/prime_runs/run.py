@@ -19,10 +19,10 @@ import prime_runs._runs.exithooks as _exit
 import prime_runs._runs.training as _training
 from prime_runs import semconv
 from prime_runs._records.encode import EPISODE
+from prime_runs._runs.accounting import warn_if_empty
 from prime_runs._runs.aio import AsyncFace
 from prime_runs._runs.closeouts import CRASH_REASON
 from prime_runs._runs.config import CONFIG_SOURCE_KEY, ConfigSource
-from prime_runs._runs.emptyrun import warn_if_empty
 from prime_runs._runs.finishing import DEFAULT_FINISH_TIMEOUT, budget, check_timeout
 from prime_runs._runs.handling import (
     as_records,

@@ -14,7 +14,7 @@ import hashlib
 import logging
 import os
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from opentelemetry import baggage, trace
@@ -27,7 +27,6 @@ import prime_runs._forking as _forking
 import prime_runs._runs.exithooks as _exit
 import prime_runs._runs.late as _late
 import prime_runs._runs.rerun as _retry
-import prime_runs._runs.training_join as _training
 from prime_runs import semconv
 from prime_runs._delivery.provenance import upload_context
 from prime_runs._journal.archive import RunArchive
@@ -35,13 +34,18 @@ from prime_runs._plural import quantity
 from prime_runs._runid import check_run_id
 from prime_runs._runs.opening import RunOptions, archive_root, wire_sinks
 from prime_runs._runs.state import Identity, RunState
+from prime_runs._runs.training import TrainingSide
 from prime_runs.errors import ConfigurationError
+from prime_runs.exporters._sinks import build_sinks
+from prime_runs.exporters.train_samples import SINK_NAME as SAMPLES_SINK
 from prime_runs.platform._http import PlatformClient
 from prime_runs.platform.lifecycle import Registration
-from prime_runs.platform.training import TRAIN
+from prime_runs.platform.training import TRAIN, TrainingPlatform
 from prime_runs.settings import BAGGAGE_ENV, OFFLINE, ONLINE, TRACEPARENT_ENV, Settings
 
 logger = logging.getLogger("prime_runs")
+
+AfterFinish = Callable[[RunState, float], None]
 
 BAGGAGE_MODE = "prime.run.mode"
 BAGGAGE_KIND = "prime.run.kind"  # only a training run's carrier has it: eval is the default
@@ -226,7 +230,7 @@ def join_state(
     state.after_finish = functools.partial(_after_join, online)
     if kind == TRAIN:
         # Metrics rows of its own, and the traces sink; nothing registered, nothing closed.
-        state.after_finish = _training.wire(state, online, opts, _after_training_join)
+        state.after_finish = _wire_rank(state, online, opts, _after_training_join)
     elif mode == ONLINE:
         wire_sinks(
             state,
@@ -265,3 +269,39 @@ def _after_training_join(state: RunState, deadline: float) -> None:
     """A rank's join ends. A training run has no evaluation to look at for late records
     (``_late``); only a retry's message applies."""
     _after_join(None, state, deadline)
+
+
+def _wire_rank(
+    state: RunState,
+    settings: Settings | None,
+    opts: RunOptions,
+    after: AfterFinish,
+) -> AfterFinish:
+    """A rank that joins a training run: its ``log_metrics`` rows are journaled in the run's
+    folder and delivered by a metrics delivery of its own, as the owner's are; finishing it
+    sends what it has left, then lets go. Gives a joined ``state`` its training side (and,
+    online, its sinks); the ``after_finish`` hook that finishes the side before ``after``."""
+    platform = TrainingPlatform(settings) if settings is not None else None
+    state.training = TrainingSide(state, platform, state.archive)
+    if state.journal is not None:
+        # The sample table is the owner's: a rank's episodes have no row there, and sync,
+        # reading the run's folder, must not send them to it.
+        state.journal.skipped_by = (SAMPLES_SINK,)
+    if settings is not None:
+        # Episodes reach Prime Traces as the owner's do. The per-step sample table is the
+        # owner's alone: ranks presigning the same step's object would overwrite it.
+        context = upload_context(run_type=TRAIN, resource=opts.resource)
+        sinks = build_sinks(settings, state.run_id, context, traces=opts.traces, samples=False)
+        state.delivery.attach(sinks)
+
+    def finish(done: RunState, deadline: float) -> None:
+        try:
+            side = getattr(done, "training", None)
+            if isinstance(side, TrainingSide):
+                side.finish(deadline)
+        finally:
+            if platform is not None:
+                platform.shutdown()
+        after(done, deadline)
+
+    return finish

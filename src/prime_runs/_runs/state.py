@@ -99,7 +99,7 @@ class RunState(FinishSequence):
         self._pid = os.getpid()
         self.span: Any = None
         # Set once there is one: a training run's metrics side (``_runs/training_open``,
-        # ``_runs/training_join``) and the ``Run`` handle on this state (``api``).
+        # ``_runs/join``) and the ``Run`` handle on this state (``api``).
         self.training: TrainingSide | None = None
         self.handle: Run | None = None
         # A raw run span's registration under way (``_registering``); finish() waits for it.

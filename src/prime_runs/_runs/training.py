@@ -6,6 +6,15 @@ with ``POST /rft/external-runs`` or attach to a launcher's run with ``id=``; clo
 it delivers: metrics rows, one per ``log_metrics`` call (``_training_metrics``). Its
 records still go to Prime Traces, stamped ``run.type = "train"``; a producer's
 ``run.work`` (the step an episode was dispatched at) is kept unchanged.
+
+Metrics the OpenTelemetry way: inside a training run's trace, a span named ``step`` that
+carries ``prime.train.step`` (an int) becomes one metrics row when it ends, exactly as
+``run.log_metrics()`` would send it: each ``prime.train.metrics.<name>`` attribute is the
+metric ``<name>``. An event named ``step`` with the same attributes, on any span of the
+run's trace but the ``run`` span itself, becomes a row when its span ends (an ``init()``
+run's ``run`` span ends after the run has closed, too late for its rows). ``RunProcessor``
+hands every span of a run to ``log_steps`` as it ends, whether ``init()`` or a raw ``run``
+span opened the run. See docs/training.md.
 """
 
 from __future__ import annotations
@@ -16,9 +25,10 @@ import threading
 import time
 import weakref
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import prime_runs._forking as _forking
+from prime_runs import semconv
 from prime_runs._delivery.delivery import Delivery
 from prime_runs._delivery.metrics import DELIVERY_SUFFIX, KIND, PAUSE, MetricsJournal
 from prime_runs._journal.archive import RunArchive
@@ -31,6 +41,9 @@ from prime_runs._runs.state import RunState
 from prime_runs.errors import ConfigurationError, RecordError
 from prime_runs.exporters.metrics import SINK_NAME, MetricsSink
 from prime_runs.platform.training import RUN_KINDS, TRAIN, TrainingPlatform, TrainingSpec
+
+if TYPE_CHECKING:
+    from opentelemetry.sdk.trace import ReadableSpan
 
 logger = logging.getLogger("prime_runs")
 
@@ -286,3 +299,44 @@ def _after_fork() -> None:
 
 
 _forking.in_child(_after_fork)
+
+
+# -- step spans and events ---------------------------------------------------------
+
+
+def metrics_of(attributes: Mapping[str, Any]) -> tuple[dict[str, Any], int | None]:
+    """The row's metrics and step from a ``step`` span's (or event's) attributes."""
+    prefix = semconv.TRAIN_METRICS
+    values = {
+        key[len(prefix) :]: value
+        for key, value in attributes.items()
+        if key.startswith(prefix) and len(key) > len(prefix)
+    }
+    step = attributes.get(semconv.TRAIN_STEP)
+    return values, step if isinstance(step, int) and not isinstance(step, bool) else None
+
+
+def _rows(span: ReadableSpan) -> list[Mapping[str, Any]]:
+    rows: list[Mapping[str, Any]] = []
+    attributes = span.attributes or {}
+    if span.name == semconv.STEP_SPAN and semconv.TRAIN_STEP in attributes:
+        rows.append(attributes)
+    rows.extend(
+        e.attributes or {}
+        for e in span.events
+        if e.name == semconv.STEP_SPAN and semconv.TRAIN_STEP in (e.attributes or {})
+    )
+    return rows
+
+
+def log_steps(state: RunState, span: ReadableSpan) -> None:
+    """The metrics rows a span of ``state``'s run carries, logged as ``log_metrics`` would
+    (a span of an evaluation carries none). Never raises: a span hook must not."""
+    if side_of(state) is None:
+        return
+    for attributes in _rows(span):
+        values, step = metrics_of(attributes)
+        try:
+            log_metrics(state, values, step)
+        except Exception as exc:
+            logger.warning("prime-runs: a step span's metrics were not logged: %s", exc)
