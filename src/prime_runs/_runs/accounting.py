@@ -1,6 +1,11 @@
 """A run's loss and delivery accounting: the counters, their part of ``status.json``, the
 one warning per kind of loss that ``finish()`` gives, and its last word on a run that
-recorded nothing."""
+recorded nothing.
+
+A run's contained failures are counted here too (``Reporter``): each one is an ``errors``
+entry and (usually) a warning now, and under ``on_error="raise"`` the first is raised
+later, once, from the producer's next call into the run (never from a delivery thread).
+"""
 
 from __future__ import annotations
 
@@ -11,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from prime_runs._plural import quantity
 from prime_runs._records.item import Outcome
+from prime_runs.errors import PrimeRunsError
 
 if TYPE_CHECKING:
     from prime_runs._runs.state import RunState
@@ -217,6 +223,36 @@ class Counters:
                 ", ".join(parts),
                 where,
             )
+
+
+RAISE = "raise"
+
+
+class Reporter:
+    """Thread-safe."""
+
+    def __init__(self, counters: Counters, on_error: str) -> None:
+        self._counters = counters
+        self._on_error = on_error
+        self._lock = threading.Lock()
+        self._first: BaseException | None = None
+        self._raised = False
+
+    def report(self, message: str, exc: BaseException | None = None, *, warn: bool = True) -> None:
+        self._counters.note_error(message)
+        with self._lock:
+            if self._first is None and self._on_error == RAISE:
+                self._first = exc if exc is not None else PrimeRunsError(message)
+        if warn:
+            logger.warning("prime-runs: %s", message)
+
+    def raise_pending(self) -> None:
+        with self._lock:
+            if self._first is None or self._raised:
+                return
+            self._raised = True
+            error = self._first
+        raise error
 
 
 def warn_if_empty(state: RunState) -> None:

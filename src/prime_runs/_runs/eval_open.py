@@ -11,6 +11,7 @@ from typing import Any
 
 import prime_runs._runs.register_once as register_once
 from prime_runs._journal.archive import RunArchive
+from prime_runs._runs.accounting import RAISE
 from prime_runs._runs.opening import (
     RunOptions,
     archive_root,
@@ -34,7 +35,6 @@ from prime_runs._runs.registering import (
     say_registered,
     warn_late,
 )
-from prime_runs._runs.reporting import RAISE
 from prime_runs._runs.state import Identity, RunState
 from prime_runs.errors import ConfigurationError, EnvironmentResolutionError, PrimeRunsError
 from prime_runs.exporters._sinks import build_sinks

@@ -2,7 +2,8 @@
 
 ``RunState`` takes these steps from ``FinishSequence``; they run on the object the rest of
 the run's engine (``_runs/state``: identity, log calls, sink outcomes) keeps. How long each
-waits is decided in ``_runs/finishing``.
+waits is decided in ``_runs/finishing``. ``LogGate`` keeps log calls out once ``finish()``
+has begun.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
+from threading import get_ident
 from typing import TYPE_CHECKING, Any, cast
 
 import prime_runs._runs.finishing as _finishing
@@ -25,7 +27,6 @@ if TYPE_CHECKING:
     from prime_runs._journal.journal import Journal
     from prime_runs._runs.accounting import Counters
     from prime_runs._runs.latch import Pending
-    from prime_runs._runs.loggate import LogGate
     from prime_runs._runs.state import Closer, Identity, RunState
     from prime_runs.exporters._channel import Channel
     from prime_runs.metrics import SummaryAccumulator
@@ -252,3 +253,57 @@ class FinishSequence:
         """In a forked child: locks of its own (the parent's may have been held)."""
         self._finish_lock = threading.RLock()
         self._status_lock = threading.Lock()
+
+
+class LogGate:
+    """The gate between log calls and ``finish()``: every record is either counted in the
+    run's final status or refused, never journaled after the counts were taken.
+
+    Admits log calls until ``close()``; ``wait_idle()`` waits for the admitted ones.
+
+    Calls are tracked per thread, so a ``finish()`` run from a signal handler that
+    interrupted a log call on the same thread does not wait for that call.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()  # taken directly on the hot path (no Python-level wrapper)
+        self._cond = threading.Condition(self._lock)
+        self._active: dict[int, int] = {}  # thread id -> log calls in progress
+        self.closing = False
+        # close() stopped waiting: records of calls still running are refused one by one.
+        self.sealed = False
+
+    def enter(self) -> bool:
+        """Admit a log call; False once ``close()`` began (refuse the call)."""
+        tid = get_ident()
+        with self._lock:
+            if self.closing:
+                return False
+            active = self._active
+            active[tid] = active.get(tid, 0) + 1
+            return True
+
+    def leave(self) -> None:
+        tid = get_ident()
+        with self._lock:
+            left = self._active.pop(tid, 1) - 1
+            if left:
+                self._active[tid] = left
+            if self.closing:
+                self._cond.notify_all()
+
+    def close(self) -> None:
+        """Admit no more log calls (``finish()`` has begun)."""
+        with self._lock:
+            self.closing = True
+
+    def wait_idle(self, deadline: float) -> None:
+        """Wait until no other thread is inside a log call, or ``deadline``; then seal."""
+        me = get_ident()
+        with self._cond:
+            while any(tid != me for tid in self._active):
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    break
+                self._cond.wait(left)
+            self.sealed = True

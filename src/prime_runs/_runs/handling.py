@@ -10,7 +10,7 @@ from typing import Any
 import prime_runs._records.access as _records
 from prime_runs import semconv
 from prime_runs._records.encode import EPISODE
-from prime_runs._runs.reporting import RAISE
+from prime_runs._runs.accounting import RAISE
 from prime_runs._runs.state import RunState
 from prime_runs.errors import PrimeRunsError, RecordError, RunFinishedError, describe
 from prime_runs.status import RunStatus

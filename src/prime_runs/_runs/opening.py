@@ -18,9 +18,9 @@ from typing import Any, ParamSpec
 import prime_runs._runs.coverage as _coverage
 from prime_runs._delivery.provenance import upload_context
 from prime_runs._journal.archive import RunArchive
+from prime_runs._runs.accounting import RAISE
 from prime_runs._runs.argcheck import check_arguments
 from prime_runs._runs.config import capture_config
-from prime_runs._runs.reporting import RAISE
 from prime_runs._runs.state import WARN, Closer, RunState
 from prime_runs._version import __version__
 from prime_runs.errors import ConfigurationError

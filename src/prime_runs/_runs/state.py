@@ -20,11 +20,9 @@ from prime_runs._journal.archive import RunArchive
 from prime_runs._journal.journal import Journal
 from prime_runs._records.encode import Encoded, encode
 from prime_runs._records.item import Outcome, Sink
-from prime_runs._runs.accounting import Counters
-from prime_runs._runs.finish_sequence import FinishSequence
+from prime_runs._runs.accounting import Counters, Reporter
+from prime_runs._runs.finish_sequence import FinishSequence, LogGate
 from prime_runs._runs.latch import Pending
-from prime_runs._runs.loggate import LogGate
-from prime_runs._runs.reporting import Reporter
 from prime_runs.exporters._channel import Channel
 from prime_runs.metrics import SummaryAccumulator
 from prime_runs.settings import OFFLINE, ONLINE

@@ -35,8 +35,8 @@ from prime_runs._journal.archive import RunArchive
 from prime_runs._plural import quantity
 from prime_runs._records.item import Item, Outcome
 from prime_runs._records.jsonio import encode_json
+from prime_runs._runs.accounting import RAISE
 from prime_runs._runs.handling import refuse_bad, refuse_late
-from prime_runs._runs.reporting import RAISE
 from prime_runs._runs.state import RunState
 from prime_runs.errors import ConfigurationError, RecordError
 from prime_runs.exporters.metrics import SINK_NAME, MetricsSink
