@@ -12,8 +12,9 @@ platform refuses, the run goes on offline, as ``init()`` would have. ``finish()`
 the outcome within its deadline (``_latch.Pending``).
 
 An intent in the archive comes first (with the time the request was sent), so a crash
-before the platform answers never leads to a second run: ``prime-runs sync`` finds the
-registration again rather than register the run twice (``_runs/register_once``).
+before the platform answers never leads to a second run: ``prime-runs sync`` looks the
+evaluation up, or for a training run stops and says how to go on, rather than register the
+run twice (``_runs/register_once``).
 
 The thread is the same for every kind of run: what differs is how the run is created and
 what it is given once it is (``Registered``). An evaluation's is in ``_runs/eval_open``, a
