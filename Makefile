@@ -38,11 +38,10 @@ browser:
 	  $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
 	    chromium >/dev/null 2>&1; } || echo "could not install chromium: the browser tests will skip"
 
-# pytest workers. The suite waits on real timers more than it computes, and two workers per
-# core ran it in 127-134 s instead of 218 s on 2 cores (docs/benchmarks.md); but the extra
-# contention makes a forked child's rare hang at exit (a lock inherited mid-use, under
-# "Forked children and OpenSSL" there) likelier, so one per core until that is fixed.
-TEST_WORKERS ?= auto
+# The suite waits on real timers (stalled platforms, in-flight windows, graces) more than it
+# computes, so two pytest workers per usable core keep the cores busy: on 2 cores the whole
+# suite took 218 s with one worker per core and 127-134 s with two (docs/benchmarks.md).
+TEST_WORKERS ?= $(shell $(PYTHON) -c "import os; print(2 * len(os.sched_getaffinity(0)) if hasattr(os, 'sched_getaffinity') else 2 * (os.cpu_count() or 1))")
 
 # mypy reads its settings (the files it checks among them) from pyproject.toml.
 test: $(STAMP) browser

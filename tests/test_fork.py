@@ -225,3 +225,42 @@ def test_forked_child_never_resends_the_parents_queue(
     assert set(samples) == expected and set(samples.values()) == {1}
     (evaluation,) = prime_env.evaluations.values()
     assert evaluation["finalize_count"] == 1
+
+
+HELD_SCRIPT = r"""
+import json, os, threading, time
+from prime_runs._forking import held_across_fork
+from prime_runs.platform import _tls
+
+lock = held_across_fork(threading.Lock())
+lock.acquire()               # as a thread inside a C library's setup would hold it
+released = []
+
+def release():
+    time.sleep(0.3)
+    released.append(time.monotonic())
+    lock.release()
+
+threading.Thread(target=release).start()
+pid = os.fork()
+if pid == 0:
+    # The child's copy is released: it can take the lock and build a TLS context.
+    taken = lock.acquire(timeout=5)
+    os._exit(0 if taken and _tls.context() is not None else 3)
+forked = time.monotonic()
+_, status = os.waitpid(pid, 0)
+print(json.dumps({"waited": bool(released) and forked >= released[0],
+                  "child": os.waitstatus_to_exitcode(status),
+                  "parent_free": lock.acquire(timeout=5)}))
+"""
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
+def test_a_fork_waits_for_a_lock_held_across_forks_and_both_sides_get_it_released(
+    tmp_path: Path,
+) -> None:
+    # The TLS context build holds such a lock: OpenSSL's own locks, taken while it loads the
+    # CA bundle, would otherwise be inherited held and hang the child's exit.
+    done = run_script(tmp_path, HELD_SCRIPT, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == {"waited": True, "child": 0, "parent_free": True}

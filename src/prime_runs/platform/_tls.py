@@ -7,6 +7,10 @@ time there. The context is built as httpx builds its default one (``SSL_CERT_FIL
 ``SSL_CERT_DIR``, else its bundled CAs), by httpx's own public function, and kept for as
 long as those variables keep their values. An ``SSLContext`` is safe to share between
 threads and clients; each connection keeps its own state.
+
+The build holds a lock that ``fork()`` waits for (:func:`prime_runs._forking.held_across_fork`):
+OpenSSL takes its own locks while it loads the bundle, and a child forked meanwhile would
+hang in OpenSSL's exit-time cleanup on a lock no thread of its own holds.
 """
 
 from __future__ import annotations
@@ -14,15 +18,21 @@ from __future__ import annotations
 import functools
 import os
 import ssl
+import threading
 
 import httpx
 
+from prime_runs._forking import held_across_fork
+
 __all__ = ["context"]
+
+_building = held_across_fork(threading.Lock())
 
 
 def context() -> ssl.SSLContext:
     """The verifying context for the CA setting the environment names now."""
-    return _built(os.environ.get("SSL_CERT_FILE"), os.environ.get("SSL_CERT_DIR"))
+    with _building:
+        return _built(os.environ.get("SSL_CERT_FILE"), os.environ.get("SSL_CERT_DIR"))
 
 
 @functools.lru_cache(maxsize=4)
