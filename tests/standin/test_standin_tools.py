@@ -211,3 +211,28 @@ def test_prime_env_clears_every_listed_variable_from_the_shell(tmp_path: Path) -
     )
     assert done.returncode == 0, done.stdout + done.stderr
     assert "1 passed" in done.stdout
+
+
+def test_a_samples_body_beyond_4_mib_is_read_as_json_loads_reads_it(
+    prime_platform: StandInPlatform,
+) -> None:
+    # Large bodies are decoded by orjson too (the stand-in must not compete with the client
+    # it measures), except where orjson would read them otherwise than json.loads does.
+    eval_id = prime_platform.add_evaluation("ev-large-body")
+    headers = {"Authorization": f"Bearer {prime_platform.api_key}"}
+    pad = "x" * (5 * 2**20)
+    url = f"{prime_platform.base_url}/api/v1/evaluations/{eval_id}/samples"
+    bodies = [
+        b'{"samples":[{"pad":"%s","n":12345678901234567890123}]}' % pad.encode(),
+        b'{"samples":[{"pad":"%s","score":NaN}]}' % pad.encode(),
+        b'{"samples":[{"pad":"%s","text":"\\u00e9\\ud83d\\ude00"}]}' % pad.encode(),
+    ]
+    for body in bodies:
+        assert len(body) > 4 * 2**20
+        reply = httpx.post(url, content=body, headers=headers, timeout=30)
+        assert reply.status_code == 200, reply.text
+    stored = prime_platform.samples(eval_id)
+    assert [row["pad"] == pad for row in stored] == [True, True, True]
+    assert stored[0]["n"] == 12345678901234567890123 and isinstance(stored[0]["n"], int)
+    assert stored[1]["score"] != stored[1]["score"]  # NaN, as json.loads reads it
+    assert stored[2]["text"] == "\u00e9\U0001f600"
