@@ -4,7 +4,8 @@ has little left, and what does one ``log_metrics`` call cost the loop?
 One fresh child per run, against a stand-in platform started here (loopback). The child
 registers a training run, logs ``--steps`` metrics rows, each after ``--pace`` ms of the
 loop's own work (0: a burst), then calls ``finish()``. It prints the log call's p50 and
-p99, the time ``finish()`` took, and the child's CPU from ``init()`` to the end.
+p99, the time ``finish()`` took, the child's CPU from ``init()`` to the end, and the
+stand-in's CPU meanwhile (it shares the cores: a request costs both sides).
 
 The contract sends one ``POST /rft/metrics`` per step (App. A), so a burst faster than one
 request per step leaves the rest to ``finish()``; a loop slower than a request does not.
@@ -23,6 +24,7 @@ import subprocess
 import sys
 import tempfile
 import textwrap
+import time
 
 from prime_runs.testing import StandInPlatform
 
@@ -65,6 +67,7 @@ def measure(steps: int, pace: float, sleep: bool) -> dict[str, float]:
             HOME=tempfile.mkdtemp(),
             PRIME_RUNS_DIR=tempfile.mkdtemp(),
         )
+        standin0 = time.process_time()  # this process only waits: its CPU is the stand-in's
         done = subprocess.run(
             [sys.executable, "-c", _CHILD, str(steps), str(pace), "1" if sleep else "0"],
             env=env,
@@ -73,7 +76,9 @@ def measure(steps: int, pace: float, sleep: bool) -> dict[str, float]:
             check=True,
             timeout=600,
         )
+        standin = time.process_time() - standin0
     result: dict[str, float] = json.loads(done.stdout.strip().splitlines()[-1])
+    result["standin_cpu_s"] = standin
     return result
 
 
@@ -89,7 +94,8 @@ def main() -> None:
         work = f"{'asleep' if args.sleep else 'busy'} {args.pace} ms"
         print(
             f"{args.steps} steps, {work}: log_metrics p50 {r['p50_us']:.1f} us, "
-            f"p99 {r['p99_us']:.1f} us; finish() {r['finish_s']:.2f} s; CPU {r['cpu_s']:.2f} s"
+            f"p99 {r['p99_us']:.1f} us; finish() {r['finish_s']:.2f} s; CPU {r['cpu_s']:.2f} s; "
+            f"stand-in CPU {r['standin_cpu_s']:.2f} s"
         )
 
 
