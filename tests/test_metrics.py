@@ -267,3 +267,19 @@ def test_merge_adds_another_accumulators_records() -> None:
     second.add({"traces": "not a list", "ok": True})
     first.merge(second)
     assert first.result() == from_episodes(episodes) and first.skipped == 1
+
+
+def test_encoded_records_read_as_json_loads_reads_them() -> None:
+    # Journal lines are decoded by orjson where it reads them exactly; an integer beyond 64
+    # bits (orjson would make it a float) and a NaN literal are read as json.loads reads them.
+    episodes = [
+        _episode(_trace(rewards={"x": _r(2**70 + 1, 1)})),
+        _episode(_trace(rewards={"x": _r(-(2**70), 1)})),
+    ]
+    encoded = [json.dumps(episode).encode() for episode in episodes]
+    assert from_encoded(encoded) == from_episodes(episodes)
+    assert from_encoded(encoded)["avg_reward"] == 0.5  # (2**70 + 1 - 2**70) / 2, exactly
+    nan = json.dumps(_episode(_trace(rewards={"x": _r(float("nan"), 1)}))).encode()
+    assert b"NaN" in nan
+    summary = from_encoded([nan])
+    assert summary["avg_reward"] != summary["avg_reward"]  # NaN, as json.loads reads it

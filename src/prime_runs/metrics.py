@@ -31,6 +31,7 @@ from collections.abc import Iterable
 from typing import Any, TypedDict
 
 import prime_runs._records.access as _records
+from prime_runs._records.jsonio import decode_record
 
 __all__ = ["RunSummary", "SummaryAccumulator", "from_encoded", "from_episodes"]
 
@@ -306,9 +307,14 @@ class SummaryAccumulator:
     def add_encoded(self, data: bytes) -> bool:
         """Count one record stored as JSON; False when it was left out."""
         try:
-            record = json.loads(data)
-        except ValueError:  # also a number too long to parse
-            record = None
+            # The fast exact decoder: the owner's finish() reads back every record its
+            # folder's workers journaled (32,000 of 16 workers: 3.5 s by json.loads, 2.0 s).
+            record = decode_record(data)
+        except ValueError:
+            try:  # NaN literals, read as json.loads reads them
+                record = json.loads(data)
+            except ValueError:  # also a number too long to parse
+                record = None
         if not isinstance(record, dict):
             with self._lock:
                 self._tally.skipped += 1
