@@ -3,15 +3,19 @@ sink: the sinks claim the same records at about the same time."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 import prime_runs._journal.ledger as _ledger
 from prime_runs._journal.archive import RunArchive
 from prime_runs._journal.ledger import Ledger
+from prime_runs._records.encode import encode
 from prime_runs._records.item import Item
 from prime_runs._records.jsonio import decode_record, encode_record_marked
+from prime_runs.projection import project_episode_parts
 
 
 def test_a_record_read_back_for_one_sink_is_not_read_again_for_the_other(
@@ -62,3 +66,66 @@ def test_a_record_read_back_keeps_whether_its_bytes_decode_without_a_scan(
     assert [i.exact for i in items] == [True, False, True]
     assert [decode_record(i.data, exact=i.exact) for i in items] == records
     assert isinstance(decode_record(items[1].data, exact=items[1].exact)["traces"][0]["n"], int)
+
+
+def _fixture_episodes(count: int) -> list[dict[str, Any]]:
+    lines = (Path(__file__).parent / "data" / "episodes.jsonl").read_bytes().splitlines()
+    records = [json.loads(line) for line in lines if line.strip()]
+    return [dict(records[n % len(records)], id=f"episode-{n}") for n in range(count)]
+
+
+def _logged(
+    tmp_path: Path, records: list[dict[str, Any]], sinks: list[str]
+) -> tuple[RunArchive, Ledger, list[Item]]:
+    """``records`` logged as a run logs them, none held in memory."""
+    archive = RunArchive.create(tmp_path, "ev_head", {"name": "r"})
+    ledger = Ledger(sinks, archive)
+    items = []
+    for record in records:
+        encoded = encode(record, "ev_head", "eval")
+        item = encoded.for_delivery(archive.append(encoded.kind, encoded.data))
+        assert ledger.add(item, sinks=sinks) is not None
+        items.append(item)
+    return archive, ledger, items
+
+
+def _row(item: Item) -> bytes:
+    (row,) = project_episode_parts(item.data, {}, summary=item.summary, exact=item.exact)
+    return bytes(row)
+
+
+def test_an_episode_read_back_is_not_decoded_again_and_gives_the_same_row(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(_ledger, "MAX_HELD_ITEMS_JOURNALED", 0)  # every record: journal only
+    _archive, ledger, logged = _logged(tmp_path, _fixture_episodes(6), ["eval_samples"])
+    assert all(i.summary is not None for i in logged)
+
+    def refuse(data: bytes, *, exact: bool = False) -> Any:
+        raise AssertionError("an episode logged with its summary was decoded on read-back")
+
+    monkeypatch.setattr(_ledger, "parse_head", refuse)
+    read = ledger.claim("eval_samples", max_items=100)
+    assert [(i.kind, i.record_id, i.summary, i.problem, i.exact) for i in read] == [
+        (i.kind, i.record_id, i.summary, i.problem, i.exact) for i in logged
+    ]
+    assert [i.data for i in read] == [i.data for i in logged]
+    assert [_row(i) for i in read] == [_row(i) for i in logged]
+
+
+def test_a_line_that_reads_back_otherwise_than_it_was_logged_is_decoded_and_checked(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(_ledger, "MAX_HELD_ITEMS_JOURNALED", 0)
+    archive, ledger, logged = _logged(tmp_path, _fixture_episodes(2), ["traces"])
+    # The first episode's id, overwritten in the segment by a number of the same length.
+    (segment,) = (archive.path / "records").iterdir()
+    raw = bytearray(segment.read_bytes())
+    quoted = b'"episode-0"'
+    at = raw.index(quoted)
+    raw[at : at + len(quoted)] = b"1" * len(quoted)
+    segment.write_bytes(bytes(raw))
+    first, second = ledger.claim("traces", max_items=10)
+    assert first.record_id is None and first.summary is None
+    assert first.problem is not None and "`id`" in first.problem
+    assert second.record_id == "episode-1" and second.summary == logged[1].summary
