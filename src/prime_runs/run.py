@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import logging
 import secrets
 import time
 from collections.abc import Mapping
@@ -12,7 +11,6 @@ from typing import Any
 from opentelemetry import context as otel_context
 from opentelemetry import trace
 
-import prime_runs._providers as _providers
 import prime_runs._runs.closeouts as _closeouts
 import prime_runs._runs.compat014 as _compat
 import prime_runs._runs.exithooks as _exit
@@ -26,7 +24,6 @@ from prime_runs._runs.config import CONFIG_SOURCE_KEY, ConfigSource
 from prime_runs._runs.finishing import DEFAULT_FINISH_TIMEOUT, budget, check_timeout
 from prime_runs._runs.handling import (
     as_records,
-    exit_outcome,
     reason_of,
     record_span_attributes,
     refuse_bad,
@@ -37,8 +34,6 @@ from prime_runs._runs.join import carrier
 from prime_runs._runs.state import RunState
 from prime_runs.errors import PrimeRunsError, RecordError
 from prime_runs.status import RunStatus
-
-logger = logging.getLogger("prime_runs")
 
 
 class Run(AsyncFace):
@@ -385,34 +380,3 @@ class Run(AsyncFace):
         """Kept for 0.1.4 code, which had its fork hook call it; forks are handled here
         without it (a child sends what it logs and never closes the run), so it does
         nothing."""
-
-    # -- context manager ---------------------------------------------------------------
-
-    def __enter__(self) -> Run:
-        if self._state is not None:
-            # Spans made inside must reach a run processor: join a provider another tool
-            # set up since init(), or make init()'s own the global one (``_providers``).
-            _providers.enter_run()
-        self._tokens.append(otel_context.attach(self._ctx))
-        return self
-
-    def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> None:
-        self._leave()
-        self._end_block(exc)
-
-    def _leave(self) -> None:
-        if self._tokens:
-            try:
-                otel_context.detach(self._tokens.pop())
-            except Exception:
-                pass
-
-    def _end_block(self, exc: BaseException | None) -> None:
-        """Leaving ``with run:`` (or ``async with``): finished as ``exc`` says."""
-        try:
-            self.finish(None, *exit_outcome(exc))
-        except Exception:
-            if exc is None:
-                raise
-            # The original exception propagates; a teardown failure never replaces it.
-            logger.warning("prime-runs: closing the run failed", exc_info=True)

@@ -1,4 +1,5 @@
-"""The async face of a run: ``await run.aflush()``, ``await run.afinish()``, ``async with``.
+"""The async face of a run and its blocks: ``await run.aflush()``, ``await run.afinish()``,
+``with run:`` and ``async with run:`` (a block finishes the run as it ends).
 
 Each runs its sync counterpart on a thread of its own (``off_loop``), so the event loop
 never waits on the platform, with the same guarantees: the same statuses, timeouts, return
@@ -13,16 +14,26 @@ from __future__ import annotations
 
 import contextvars
 import functools
+import logging
 import threading
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from opentelemetry import context as otel_context
+
+import prime_runs._providers as _providers
+from prime_runs._runs.handling import exit_outcome
 from prime_runs.status import RunStatus
 
 if TYPE_CHECKING:
     import asyncio
+    from contextvars import Token
+
+    from prime_runs._runs.state import RunState
 
 T = TypeVar("T")
+Face = TypeVar("Face", bound="AsyncFace")
+logger = logging.getLogger("prime_runs")
 
 
 async def off_loop(call: Callable[[], T], *, dropped: Callable[[T], object] | None = None) -> T:
@@ -97,7 +108,8 @@ def _settle(future: asyncio.Future[Any], outcome: tuple[bool, Any], handoff: _Ha
 
 
 class AsyncFace:
-    """``Run``'s async methods, each its sync method off the event loop."""
+    """``Run``'s async methods, each its sync method off the event loop, and its blocks
+    (``with run:``, ``async with run:``), which finish it as the block ends."""
 
     if TYPE_CHECKING:
 
@@ -112,11 +124,9 @@ class AsyncFace:
             timeout: float | None = None,
         ) -> None: ...
 
-        def __enter__(self) -> Any: ...
-
-        def _leave(self) -> None: ...
-
-        def _end_block(self, exc: BaseException | None) -> None: ...
+        _state: RunState | None
+        _ctx: otel_context.Context
+        _tokens: list[Token[otel_context.Context]]
 
     async def aflush(self, timeout: float | None = 30.0) -> bool:
         """``flush()`` without blocking the event loop: the same wait, the same return value
@@ -136,9 +146,38 @@ class AsyncFace:
         the await does not stop it: the run still closes, within ``timeout``."""
         await off_loop(functools.partial(self.finish, summary, status, error, timeout=timeout))
 
-    async def __aenter__(self) -> Any:
+    async def __aenter__(self: Face) -> Face:
         return self.__enter__()  # the run becomes this task's context; nothing waits
 
     async def __aexit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> None:
         self._leave()  # on the task that entered: its context, not the finishing thread's
         await off_loop(functools.partial(self._end_block, exc))
+
+    def __enter__(self: Face) -> Face:
+        if self._state is not None:
+            # Spans made inside must reach a run processor: join a provider another tool
+            # set up since init(), or make init()'s own the global one (``_providers``).
+            _providers.enter_run()
+        self._tokens.append(otel_context.attach(self._ctx))
+        return self
+
+    def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> None:
+        self._leave()
+        self._end_block(exc)
+
+    def _leave(self) -> None:
+        if self._tokens:
+            try:
+                otel_context.detach(self._tokens.pop())
+            except Exception:
+                pass
+
+    def _end_block(self, exc: BaseException | None) -> None:
+        """Leaving ``with run:`` (or ``async with``): finished as ``exc`` says."""
+        try:
+            self.finish(None, *exit_outcome(exc))
+        except Exception:
+            if exc is None:
+                raise
+            # The original exception propagates; a teardown failure never replaces it.
+            logger.warning("prime-runs: closing the run failed", exc_info=True)
