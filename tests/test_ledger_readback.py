@@ -3,6 +3,7 @@ sink: the sinks claim the same records at about the same time."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 from typing import Any
@@ -13,7 +14,7 @@ import prime_runs._journal.ledger as _ledger
 from prime_runs._journal.archive import RunArchive
 from prime_runs._journal.ledger import Ledger
 from prime_runs._records.encode import encode
-from prime_runs._records.item import Item
+from prime_runs._records.item import Item, Summary
 from prime_runs._records.jsonio import decode_record, encode_record_marked
 from prime_runs.projection import project_episode_parts
 
@@ -129,3 +130,24 @@ def test_a_line_that_reads_back_otherwise_than_it_was_logged_is_decoded_and_chec
     assert first.record_id is None and first.summary is None
     assert first.problem is not None and "`id`" in first.problem
     assert second.record_id == "episode-1" and second.summary == logged[1].summary
+
+
+def test_a_record_held_in_memory_keeps_every_field_it_was_logged_with() -> None:
+    ledger = Ledger(["traces"], None)
+    logged = Item(
+        kind="episode",
+        data=b'{"id":"r0","traces":[]}',
+        key=None,
+        problem="a problem",
+        record_id="r0",
+        mapping={"id": "r0", "traces": []},
+        exact=True,
+        summary=Summary(0, 1, 2, "r0"),
+        stamps=(4, 5),
+    )
+    ref = ledger.add(logged, sinks=["traces"])
+    (held,) = ledger.claim("traces", max_items=10)
+    # Every field, so that one added to Item later cannot be dropped on the way.
+    for field in dataclasses.fields(Item):
+        want = ref if field.name == "ref" else getattr(logged, field.name)
+        assert getattr(held, field.name) == want, field.name

@@ -24,7 +24,6 @@ refused (``add`` returns None) and counted as dropped by the caller.
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import threading
 from array import array
@@ -114,7 +113,19 @@ class Ledger:
             if hold:
                 self._held_bytes += size
                 mapping = item.mapping if self._held_bytes <= MAPPING_BYTES else None
-                self._held[ref] = dataclasses.replace(item, mapping=mapping, ref=ref)
+                # Built directly: ``dataclasses.replace`` costs twice as much (~3 µs).
+                self._held[ref] = Item(
+                    kind=item.kind,
+                    data=item.data,
+                    key=item.key,
+                    problem=item.problem,
+                    record_id=item.record_id,
+                    mapping=mapping,
+                    ref=ref,
+                    exact=item.exact,
+                    summary=item.summary,
+                    stamps=item.stamps,
+                )
                 self._lite.append(_NONE)
             else:
                 assert isinstance(item.key, RecordKey)
