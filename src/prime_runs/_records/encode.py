@@ -18,7 +18,7 @@ import re
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, is_dataclass
-from typing import Any
+from typing import Any, TypeGuard
 
 from prime_runs._records.item import Item, RecordKey, Summary
 from prime_runs._records.jsonio import LARGE_DECODE, encode_json, encode_record_marked
@@ -76,7 +76,7 @@ class Encoded:
 
 def to_mapping(record: object) -> Mapping[str, Any]:
     """The record as a mapping: a mapping itself, or what ``to_record()`` returns."""
-    if isinstance(record, Mapping):
+    if _is_mapping(record):
         return record
     to_record = getattr(record, "to_record", None)
     if not callable(to_record):
@@ -98,13 +98,19 @@ def to_mapping(record: object) -> Mapping[str, Any]:
     return value
 
 
+def _is_mapping(value: object) -> TypeGuard[Mapping[str, Any]]:
+    # ``dict`` first: the abstract class's check costs several times more (a record's
+    # members are checked several times each on the producer's thread).
+    return value.__class__ is dict or isinstance(value, Mapping)
+
+
 def kind_of(record: Mapping[str, Any]) -> str:
     """An episode is a record with a ``traces`` key; anything else is a bare trace."""
     return EPISODE if "traces" in record else TRACE
 
 
 def _stamp_run(run: object, run_id: str, run_type: str) -> tuple[dict[str, Any], bool]:
-    if isinstance(run, Mapping):
+    if _is_mapping(run):
         changed = run.get("id") not in (None, run_id)
         stamped = dict(run)
         stamped["id"] = run_id
@@ -126,7 +132,7 @@ def stamp(record: Mapping[str, Any], run_id: str, run_type: str) -> tuple[dict[s
     if isinstance(traces, (list, tuple)):  # a tuple is written as a JSON array too
         members = []
         for member in traces:
-            if isinstance(member, Mapping):
+            if _is_mapping(member):
                 member_copy = dict(member)
                 if "run" in member:
                     member_copy["run"], member_replaced = _stamp_run(
@@ -148,8 +154,7 @@ def stamp_count(record: Mapping[str, Any]) -> int:
     traces = record.get("traces")
     if not isinstance(traces, (list, tuple)):
         return 1
-    # ``dict`` first: the abstract class's check costs several times more.
-    return 1 + sum(1 for m in traces if m.__class__ is dict or isinstance(m, Mapping))
+    return 1 + sum(1 for m in traces if _is_mapping(m))
 
 
 def stamp_sites(data: bytes, quoted: bytes, expected: int) -> tuple[int, ...] | None:
@@ -239,7 +244,7 @@ def encode(record: object, run_id: str, run_type: str, *, locate: bool = False) 
             "first (a datetime with .isoformat() or .timestamp(), a set with list())"
         ) from exc
     kind = kind_of(mapping)
-    owned = not isinstance(record, Mapping)
+    owned = mapping is not record
     problem = traces_problem(kind, stamped)
     if problem is not None and "sample_id" not in mapping:
         # Refused now, online and offline alike, rather than by the platform at upload or
@@ -319,7 +324,7 @@ def traces_problem(kind: str, record: Mapping[str, Any]) -> str | None:
         if not isinstance(traces, (list, tuple)):  # a tuple is written as a JSON array
             return "invalid_trace: an episode's `traces` must be a list (possibly empty)"
         for member in traces:
-            if not isinstance(member, Mapping) or not isinstance(member.get("id"), str):
+            if not _is_mapping(member) or not isinstance(member.get("id"), str):
                 return "invalid_trace: every member trace needs a string `id`; give it one"
         return None
     timing = record.get("timing")
@@ -335,5 +340,5 @@ def traces_problem(kind: str, record: Mapping[str, Any]) -> str | None:
 
 def record_id(record: Any) -> str | None:
     """The record's ``id`` when it is a string (for messages and keys), else None."""
-    value = record.get("id") if isinstance(record, Mapping) else None
+    value = record.get("id") if _is_mapping(record) else None
     return value if isinstance(value, str) else None
