@@ -58,6 +58,11 @@ def _per_run(scenario: str, result: dict[str, Any]) -> dict[str, float]:
             }
             | ({"init_ms": 1000.0 * result["init_s"]} if "init_s" in result else {})
             | (
+                {"producer_cpu_per_1k": 1000.0 * result["producer_thread_cpu_s"] / episodes}
+                if "producer_thread_cpu_s" in result
+                else {}
+            )
+            | (
                 {"standin_cpu_per_1k": 1000.0 * result["standin_cpu_s"] / episodes}
                 if "standin_cpu_s" in result
                 else {}

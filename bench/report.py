@@ -12,6 +12,7 @@ from figures import LABELS, SIDES, ratio
 #: (figure number, key, title): the rows of the main table, in order.
 ROWS: tuple[tuple[str, str, str], ...] = (
     ("1", "cpu_per_1k", "CPU s per 1,000 episodes (first log -> finish returned)"),
+    ("1", "producer_cpu_per_1k", "of which on the producer's thread, s per 1,000 episodes"),
     ("2", "slowdown_pct", "producer slowdown, % (2 ms of work per episode)"),
     ("2", "p50_ms", "log call p50, ms"),
     ("2", "p99_ms", "log call p99, ms"),
