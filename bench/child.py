@@ -104,13 +104,13 @@ def throughput(side: Any, payloads: list[Any]) -> dict[str, Any]:
     flushed = side.flush(600.0)
     t_flushed = time.perf_counter()
     counters = side.finish()
-    t_done, cpu_done = time.perf_counter(), time.process_time()
+    t_done, cpu_done, own_done = time.perf_counter(), time.process_time(), time.thread_time()
     return {
         **info,
         "episodes": len(payloads),
         "cpu_s": cpu_done - cpu0,
         # The producer's own thread; the rest of cpu_s ran on the side's threads.
-        "producer_thread_cpu_s": time.thread_time() - own0,
+        "producer_thread_cpu_s": own_done - own0,
         "wall_s": t_done - t0,
         "log_wall_s": t_logged - t0,
         "flush_s": t_flushed - t_logged,

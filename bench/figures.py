@@ -42,32 +42,29 @@ def _acked(result: dict[str, Any]) -> int:
     return int(counts.get("episodes") or 0)
 
 
+_PER_1K = {"producer_thread_cpu_s": "producer_cpu_per_1k", "standin_cpu_s": "standin_cpu_per_1k"}
+
+
 def _per_run(scenario: str, result: dict[str, Any]) -> dict[str, float]:
     """The figures one child result gives."""
     if "error" in result:
         return {}
     if scenario == "throughput":
         episodes = result["episodes"]
-        return (
-            {
-                "cpu_per_1k": 1000.0 * result["cpu_s"] / episodes,
-                "eps_per_s": _acked(result) / result["wall_s"],
-                "acked_pct": 100.0 * _acked(result) / episodes,
-                "finish_s": result["finish_s"],
-                "wall_s": result["wall_s"],
-            }
-            | ({"init_ms": 1000.0 * result["init_s"]} if "init_s" in result else {})
-            | (
-                {"producer_cpu_per_1k": 1000.0 * result["producer_thread_cpu_s"] / episodes}
-                if "producer_thread_cpu_s" in result
-                else {}
-            )
-            | (
-                {"standin_cpu_per_1k": 1000.0 * result["standin_cpu_s"] / episodes}
-                if "standin_cpu_s" in result
-                else {}
-            )
-        )
+        figures = {
+            "cpu_per_1k": 1000.0 * result["cpu_s"] / episodes,
+            "eps_per_s": _acked(result) / result["wall_s"],
+            "acked_pct": 100.0 * _acked(result) / episodes,
+            "finish_s": result["finish_s"],
+            "wall_s": result["wall_s"],
+        }
+        if "init_s" in result:
+            figures["init_ms"] = 1000.0 * result["init_s"]
+        # CPU seconds a child may report besides its own total, each per 1,000 episodes.
+        for key, figure in _PER_1K.items():
+            if key in result:
+                figures[figure] = 1000.0 * result[key] / episodes
+        return figures
     if scenario in ("producer", "outage"):
         prefix = "" if scenario == "producer" else "outage_"
         latency = result["latency"]
