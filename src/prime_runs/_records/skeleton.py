@@ -41,7 +41,7 @@ LONG_STRING = 64 * 1024
 # Random per process, so a record cannot hold a slot by accident (checked all the same).
 SLOT_PREFIX = f"prime-runs:slot:{uuid.uuid4().hex}:"
 _PREFIX = SLOT_PREFIX.encode()
-SLOT_PATTERN = re.compile(b'"' + re.escape(_PREFIX) + rb'(\d+)"')
+_OPEN = b'"' + _PREFIX  # a slot's JSON string starts so, then its number and a quote
 # What a whole decode would refuse inside a string: an unknown or short escape, a UTF-16
 # surrogate escape (paired or not: the whole decode judges those), a control byte. Two
 # checks: a pattern starting with a backslash is searched fast, an alternation is not.
@@ -148,17 +148,26 @@ Part = bytes | memoryview
 def splice(encoded: bytes, piece: Callable[[int], Part | list[Part] | None]) -> list[Part] | None:
     """``encoded`` cut at its slots, each replaced by ``piece(number)`` (parts of it, or None
     for a slot it does not know: the whole splice fails). Join the parts once."""
-    parts = SLOT_PATTERN.split(encoded)
-    out: list[Part] = [parts[0]]
-    for number, text in zip(parts[1::2], parts[2::2], strict=True):
-        found = piece(int(number))
-        if found is None:
-            return None
-        if isinstance(found, list):
-            out += found
-        else:
-            out.append(found)
-        out.append(text)
+    out: list[Part] = []
+    last = 0
+    # Found with bytes.find: a pattern that starts with a quote is tried at every quote.
+    at = encoded.find(_OPEN)
+    while at >= 0:
+        start = at + len(_OPEN)
+        end = encoded.find(b'"', start)
+        digits = encoded[start:end] if end >= 0 else b""
+        if digits.isdigit():  # ASCII digits, as the slot writes its number
+            found = piece(int(digits))
+            if found is None:
+                return None
+            out.append(encoded[last:at])
+            if isinstance(found, list):
+                out += found
+            else:
+                out.append(found)
+            last = end + 1
+        at = encoded.find(_OPEN, max(last, at + 1))
+    out.append(encoded[last:])
     return out
 
 
