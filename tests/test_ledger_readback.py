@@ -14,7 +14,7 @@ import prime_runs._journal.ledger as _ledger
 from prime_runs._journal.archive import RunArchive
 from prime_runs._journal.ledger import Ledger
 from prime_runs._records.encode import encode
-from prime_runs._records.item import Item, Summary
+from prime_runs._records.item import Item
 from prime_runs._records.jsonio import decode_record, encode_record_marked
 from prime_runs.projection import project_episode_parts
 
@@ -91,7 +91,7 @@ def _logged(
 
 
 def _row(item: Item) -> bytes:
-    (row,) = project_episode_parts(item.data, {}, summary=item.summary, exact=item.exact)
+    (row,) = project_episode_parts(item.data, {}, exact=item.exact)
     return bytes(row)
 
 
@@ -100,15 +100,15 @@ def test_an_episode_read_back_is_not_decoded_again_and_gives_the_same_row(
 ) -> None:
     monkeypatch.setattr(_ledger, "MAX_HELD_ITEMS_JOURNALED", 0)  # every record: journal only
     _archive, ledger, logged = _logged(tmp_path, _fixture_episodes(6), ["eval_samples"])
-    assert all(i.summary is not None for i in logged)
+    assert all(i.exact and i.kind == "episode" for i in logged)
 
     def refuse(data: bytes, *, exact: bool = False) -> Any:
-        raise AssertionError("an episode logged with its summary was decoded on read-back")
+        raise AssertionError("an episode logged whole was decoded on read-back")
 
     monkeypatch.setattr(_ledger, "parse_head", refuse)
     read = ledger.claim("eval_samples", max_items=100)
-    assert [(i.kind, i.record_id, i.summary, i.problem, i.exact) for i in read] == [
-        (i.kind, i.record_id, i.summary, i.problem, i.exact) for i in logged
+    assert [(i.kind, i.record_id, i.problem, i.exact) for i in read] == [
+        (i.kind, i.record_id, i.problem, i.exact) for i in logged
     ]
     assert [i.data for i in read] == [i.data for i in logged]
     assert [_row(i) for i in read] == [_row(i) for i in logged]
@@ -127,9 +127,10 @@ def test_a_line_that_reads_back_otherwise_than_it_was_logged_is_decoded_and_chec
     raw[at : at + len(quoted)] = b"1" * len(quoted)
     segment.write_bytes(bytes(raw))
     first, second = ledger.claim("traces", max_items=10)
-    assert first.record_id is None and first.summary is None
+    assert first.record_id is None
     assert first.problem is not None and "`id`" in first.problem
-    assert second.record_id == "episode-1" and second.summary == logged[1].summary
+    assert second.record_id == "episode-1" and second.problem is None
+    assert second.data == logged[1].data
 
 
 def test_a_record_held_in_memory_keeps_every_field_it_was_logged_with() -> None:
@@ -142,7 +143,6 @@ def test_a_record_held_in_memory_keeps_every_field_it_was_logged_with() -> None:
         record_id="r0",
         mapping={"id": "r0", "traces": []},
         exact=True,
-        summary=Summary(0, 1, 2, "r0"),
         stamps=(4, 5),
     )
     ref = ledger.add(logged, sinks=["traces"])

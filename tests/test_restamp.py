@@ -13,6 +13,7 @@ import pytest
 from prime_runs._records.encode import encode
 from prime_runs._records.item import RecordKey
 from prime_runs._records.restamp import Restamp
+from prime_runs.projection import project_episode_parts
 
 LOCAL = "run-20260101-000000-abcd1234"
 PLATFORM = "eval_9f8e7d"
@@ -63,10 +64,10 @@ def test_only_the_stamps_change_whatever_the_content_quotes(new: str) -> None:
     before, after = sent(rec, new=new)
     assert json.loads(after.data) == stamped(rec, new)
     assert after.stamps is None  # sent as it is from now on
-    # The sample row's summary trace is where the item says, after the id's length changed.
-    assert before.summary is not None and after.summary is not None
-    piece = after.data[after.summary.start : after.summary.end]
-    assert json.loads(piece) == stamped(rec, new)["traces"][after.summary.trace_index]
+    # Its sample row is read from the restamped bytes and carries them whole.
+    (row,) = project_episode_parts(after.data, {}, exact=after.exact)
+    assert before.data != after.data and after.data in row.parts
+    assert json.loads(bytes(row))["info"]["native_wrapper"] == stamped(rec, new)
 
 
 def test_a_record_that_does_not_quote_the_id_needs_no_second_encode() -> None:

@@ -39,11 +39,11 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import prime_runs._records.access as _records
+import prime_runs._records.rawtraces as _rawtraces
 import prime_runs._records.skeleton as _skeleton
 import prime_runs._records.traintable as _train_table
 import prime_runs._records.v0bytes as _v0bytes
 import prime_runs._records.v0rows as _v0rows
-from prime_runs._records.item import Summary
 from prime_runs._records.jsonio import decode_record, encode_json
 from prime_runs._records.v0rows import ENVELOPE_BYTES
 from prime_runs.errors import RecordError
@@ -242,7 +242,6 @@ def project_episode_parts(
     max_request_bytes: int = MAX_REQUEST_BYTES,
     record: Mapping[str, Any] | None = None,
     exact: bool = False,
-    summary: Summary | None = None,
 ) -> list[bytes | _skeleton.Spliced]:
     """Project one already-encoded record to encoded v0 rows, encoding the episode only once.
 
@@ -256,21 +255,20 @@ def project_episode_parts(
 
     ``record`` skips the decode: pass it only if it is exactly what ``episode_bytes`` decode to
     and nobody changes it meanwhile (bytes with NaN/Infinity literals must not come with one).
-    ``exact``: the bytes hold no integer beyond 64 bits (orjson wrote them), so the decode
-    skips the scan for one. ``summary`` (found when the bytes were encoded, see
-    ``_records.encode``) says where the summary trace lies in them: the summary row then
-    decodes that trace alone.
+    ``exact``: orjson wrote the bytes (no integer beyond 64 bits, no NaN), so the summary row
+    is read from them with the values it copies left as they are (``_records.rawtraces``),
+    and a whole decode skips the scan for a large integer.
 
     The summary row comes back as its parts (``_records.skeleton.Spliced``: ``len()`` is its
     size, ``bytes()`` joins it), the episode's bytes among them, so a request body is the
     only joined copy; :func:`project_episode_bytes` joins each row.
     """
     number = None
-    if record is None and summary is not None:
-        source = _v0bytes.summary_source(episode_bytes, summary)
+    if record is None and exact:
+        source = _rawtraces.episode_source(episode_bytes)
         if source is not None:
-            number = _v0rows.next_number(rollout_counters, source.traces[source.trace_index])
-            encoded = _v0bytes.spliced_row(source, number, bytes(episode_bytes), [])
+            number = _v0rows.count_rollout(rollout_counters, _rawtraces.example_idx(source))
+            encoded = _rawtraces.summary_row(source, number, bytes(episode_bytes))
             if encoded is not None and ENVELOPE_BYTES + len(encoded) <= max_request_bytes:
                 return [encoded]
             # Rare (an odd value, an oversize row): the whole record decides, same number.

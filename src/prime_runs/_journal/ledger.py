@@ -2,16 +2,16 @@
 
 Each record has a handle (``ref``, a sequence number). The ledger holds the record for it:
 the encoded bytes while they fit the memory bound, else where the journal holds it (8 bytes;
-24 for an episode, with where its summary trace and id lie, ``_head``). Per sink it keeps
+16 for an episode, with where its id lies, ``_head``). Per sink it keeps
 one byte per record while any record before it is unsettled (stored, rejected for its own
 sake, or given up on) and knows which records a delivery has claimed, so the sink's worker
 and a user's exporter never send one record twice. A burst therefore costs about thirty
 bytes a record beyond the bytes kept in memory, and a claim reads back at most its byte
 budget (or one record larger than it).
 
-A record read back is decoded and checked again, except an episode with a head: its
-sample row then decodes the summary trace alone, as for a record held in memory (two whole
-decodes cost about 80 µs a verifiers-sized record, against 35). Its segment is this
+A record read back is decoded and checked again, except an episode with a head: it was
+checked when it was logged, and its sample row reads its bytes as for a record held in
+memory (two whole decodes cost about 80 µs a verifiers-sized record). Its segment is this
 process's, appended only by it, and read at the line's logged size and framing.
 
 A record whose run id may still change (a raw ``run`` span's run, registering) also has
@@ -34,7 +34,7 @@ import orjson
 
 from prime_runs._journal.archive import RecordKey, RunArchive
 from prime_runs._records.encode import EPISODE, kind_of, record_id, traces_problem
-from prime_runs._records.item import Item, Summary
+from prime_runs._records.item import Item
 from prime_runs._records.lines import parse_head
 
 logger = logging.getLogger("prime_runs")
@@ -58,9 +58,9 @@ _OFFSET_BITS = 40  # a journal key packed as segment number << 40 | offset
 _NONE = -1  # no journal key: the record is held in memory
 _COMPACT = 65_536  # settled slots dropped from the front at a time
 _MAX_SIZE = 2**32 - 1  # what a size slot holds (records are far smaller)
-_HALF = 32  # a head packs two numbers of 32 bits (offsets of a record of at most 4 MiB)
+_HALF = 32  # a head packs the id's offset above its length (``_head``)
 _LOW = (1 << _HALF) - 1
-_SHORT = (1 << 16) - 1  # the id's length and the summary trace's index share 32 bits
+_SHORT = (1 << 16) - 1  # the id's length, at most
 
 
 class Ledger:
@@ -83,8 +83,7 @@ class Ledger:
         # Per slot: the record's size, so a claim of journal-only records is bounded in
         # bytes before they are read back (a 20 MB record is claimed alone).
         self._sizes = array("I")
-        # Per slot: where an episode's summary trace and its id lie (see ``_head``), or 0.
-        self._spans = array("q")
+        # Per slot: where an episode's id lies (see ``_head``), or 0.
         self._ids = array("q")
         self._waiting = {s: bytearray() for s in self._sinks}  # per slot: 1 while waiting
         self._count = dict.fromkeys(self._sinks, 0)
@@ -123,7 +122,6 @@ class Ledger:
                     mapping=mapping,
                     ref=ref,
                     exact=item.exact,
-                    summary=item.summary,
                     stamps=item.stamps,
                 )
                 self._lite.append(_NONE)
@@ -132,9 +130,7 @@ class Ledger:
                 self._lite.append(self._pack(item.key, item.exact))
                 if item.stamps is not None:
                     self._stamps[ref] = item.stamps
-            spans, ids = (0, 0) if hold else _head(item)
-            self._spans.append(spans)
-            self._ids.append(ids)
+            self._ids.append(0 if hold else _head(item))
             self._sizes.append(min(size, _MAX_SIZE))
             for sink in self._sinks:
                 flag = sink in wanted and sink not in self._closed
@@ -236,7 +232,7 @@ class Ledger:
                 segment = segments[packed >> _OFFSET_BITS]
                 offset = packed & ((1 << _OFFSET_BITS) - 1)
                 slot = ref - self._base
-                head = (self._spans[slot], self._ids[slot])
+                head = self._ids[slot]
                 stamps = self._stamps.get(ref)
                 pending = (ref, exact, self._sizes[slot], stamps, head)
                 by_segment.setdefault(segment, {})[offset] = pending
@@ -312,7 +308,6 @@ class Ledger:
         if cut >= _COMPACT:
             del self._lite[:cut]
             del self._sizes[:cut]
-            del self._spans[:cut]
             del self._ids[:cut]
             for s in self._sinks:
                 del self._waiting[s][:cut]
@@ -368,41 +363,38 @@ class Ledger:
         self._reset(self._next)
 
 
-_Pending = tuple[int, bool, int, tuple[int, ...] | None, tuple[int, int]]  # ref ... head
+_Pending = tuple[int, bool, int, tuple[int, ...] | None, int]  # ref ... head
 
 
-def _head(item: Item) -> tuple[int, int]:
-    """What a sink needs of an episode beyond its bytes, packed into two numbers: where
-    its summary trace lies, and where its id does (any place its JSON string occurs decodes
-    to the id). ``(0, 0)`` when there is no summary (the record is then decoded again)."""
-    summary = item.summary
-    if summary is None or item.problem is not None or not item.exact or item.kind != EPISODE:
-        return 0, 0
-    quoted = orjson.dumps(summary.episode_id)  # as orjson wrote it into the record
+def _head(item: Item) -> int:
+    """What a sink needs of an episode beyond its bytes: where its id lies (any place its
+    JSON string occurs decodes to the id), packed into one number; 0 for another record
+    (it is then decoded again)."""
+    episode_id = item.record_id
+    if episode_id is None or item.problem is not None or not item.exact or item.kind != EPISODE:
+        return 0
+    quoted = orjson.dumps(episode_id)  # as orjson wrote it into the record
     at = item.data.find(quoted)
-    if at < 0 or len(quoted) > _SHORT or summary.trace_index > _SHORT or summary.end > _LOW:
-        return 0, 0
-    spans = summary.start << _HALF | summary.end
-    return spans, at << _HALF | len(quoted) << 16 | summary.trace_index
+    if at < 0 or len(quoted) > _SHORT or at > _LOW:
+        return 0
+    return at << _HALF | len(quoted)
 
 
 def _from_head(
-    data: bytes, key: RecordKey, ref: int, stamps: tuple[int, ...] | None, head: tuple[int, int]
+    data: bytes, key: RecordKey, ref: int, stamps: tuple[int, ...] | None, head: int
 ) -> Item | None:
     """An episode read back, from what was found when it was logged (``_head``); None when
     there is none or its bytes do not read as then (it is then decoded and checked)."""
-    spans, ids = head
-    if not spans:
+    if not head:
         return None
-    at, length = ids >> _HALF, (ids >> 16) & _SHORT
+    at, length = head >> _HALF, head & _SHORT
     try:
         episode_id = orjson.loads(memoryview(data)[at : at + length])
     except ValueError:
         return None
     if episode_id.__class__ is not str or data[0:1] != b"{":
         return None
-    summary = Summary(ids & _SHORT, spans >> _HALF, spans & _LOW, episode_id)
-    return Item(EPISODE, data, key, None, episode_id, None, ref, True, summary, stamps)
+    return Item(EPISODE, data, key, None, episode_id, None, ref, True, stamps)
 
 
 def _recovered(

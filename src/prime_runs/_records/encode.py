@@ -20,8 +20,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, is_dataclass
 from typing import Any, TypeGuard
 
-from prime_runs._records.item import Item, RecordKey, Summary
-from prime_runs._records.jsonio import LARGE_DECODE, encode_json, encode_record_marked
+from prime_runs._records.item import Item, RecordKey
+from prime_runs._records.jsonio import encode_json, encode_record_marked
 from prime_runs.errors import RecordError
 
 EPISODE = "episode"
@@ -47,7 +47,10 @@ class Encoded:
     problem: str | None  # what Prime Traces would reject in it (checked before sending)
     owned: bool = False  # ``record`` came from to_record(): nobody else holds it
     exact: bool = False  # orjson wrote ``data``: it decodes exactly without a scan (see _json)
-    summary: Summary | None = None  # where the summary trace lies in ``data`` (sample row)
+    # The delivery keeps ``record`` (owned) for the sample row or the training table: only
+    # where the row cannot be read from ``data`` (``_records.rawtraces``), which is faster
+    # and does not keep hundreds of objects a record alive for the garbage collector.
+    keep_mapping: bool = False
     # Where ``data`` holds the run id's stamps (offsets of its JSON string), when the run's
     # id may change (``encode(locate=True)``); ``()`` when they could not be told apart.
     stamps: tuple[int, ...] | None = None
@@ -56,10 +59,8 @@ class Encoded:
     def for_delivery(self, key: RecordKey | None) -> Item:
         """The record as the run's delivery holds it (``Delivery.hand``): the decoded
         mapping only when nobody else holds it, so a producer's later change cannot leak,
-        and not with a ``summary``: the sample row then decodes a third of the record
-        (measured faster than reading the mapping), and the ledger does not keep hundreds
-        of objects a record alive for the garbage collector to promote and walk."""
-        mapping = self.record if self.owned and self.summary is None else None
+        and only when it is wanted (``keep_mapping``)."""
+        mapping = self.record if self.keep_mapping else None
         return Item(
             self.kind,
             self.data,
@@ -69,7 +70,6 @@ class Encoded:
             mapping,
             None,
             self.exact,
-            self.summary,
             self.stamps,
         )
 
@@ -251,63 +251,10 @@ def encode(record: object, run_id: str, run_type: str, *, locate: bool = False) 
         # `prime-runs sync` time. A finished v0 sample row (``sample_id``) is no trace: it
         # still goes to the sample table, and Prime Traces counts it as not stored.
         raise RecordError(f"{problem} (see docs/records.md)")
-    # Only the v0 sample table reads it; a training run's table reads the mapping. Found
-    # here, on the producer's thread (about 8 µs of a verifiers-sized log call), because only
-    # here is the mapping at hand: the exporter thread would decode the whole record
-    # (26-36 µs), and keeping the mapping until then set off a full garbage collection. The
-    # background threads share the producer's GIL, so the saving is the producer's too.
-    wanted = exact and problem is None and run_type != "train"
-    summary = summary_of(stamped, data) if wanted else None
-    return Encoded(kind, data, mapping, replaced, problem, owned, exact, summary, stamps, quotes_id)
-
-
-def summary_of(stamped: Mapping[str, Any], data: bytes) -> Summary | None:
-    """Where the episode's summary trace lies in ``data`` (orjson's encoding of ``stamped``),
-    so its sample row decodes that trace alone; None when that cannot be told for sure
-    (the row then decodes the whole record, as before).
-
-    orjson writes a trace alone as the same bytes it wrote inside the record, and a JSON
-    object's bytes cannot occur inside a string (its quotes would be escaped there): the
-    first occurrence decodes to the trace (or to an identical one)."""
-    traces = stamped.get("traces")
-    episode_id = stamped.get("id")
-    if traces.__class__ is not list or not traces or episode_id.__class__ is not str:
-        return None
-    if "sample_id" in stamped or len(data) > LARGE_DECODE:  # a v0 row; a large record
-        return None
-    index = _summary_index(traces)
-    if index is None:
-        return None
-    piece, exact = encode_record_marked(traces[index])
-    if not exact:
-        return None
-    # A short head first: a long needle makes bytes.find several times slower.
-    head = piece[:64]
-    start = data.find(head)
-    while start >= 0 and not data.startswith(piece, start):
-        start = data.find(head, start + 1)
-    if start < 0:
-        return None
-    return Summary(index, start, start + len(piece), episode_id)
-
-
-def _summary_index(traces: list[Any]) -> int | None:
-    """``access.summary_trace_index`` of the traces as they decode from their bytes; None
-    when a value it reads might decode to something else (not a plain bool or null)."""
-    for index, trace in enumerate(traces):
-        if trace.__class__ is not dict:
-            return None
-        agent = trace.get("agent")
-        if agent is None:
-            return index
-        if agent.__class__ is not dict:
-            return None
-        trainable = agent.get("trainable", True)
-        if trainable is True:
-            return index
-        if trainable is not False and trainable is not None:
-            return None
-    return 0
+    # The v0 row reads exact bytes faster than the mapping; a training run's table and a
+    # record the row cannot read from its bytes read the mapping.
+    keep = owned and not (exact and problem is None and run_type != "train")
+    return Encoded(kind, data, mapping, replaced, problem, owned, exact, keep, stamps, quotes_id)
 
 
 def traces_problem(kind: str, record: Mapping[str, Any]) -> str | None:

@@ -12,16 +12,6 @@ from pathlib import Path
 from typing import Any, NamedTuple, Protocol, TypeAlias
 
 
-class Summary(NamedTuple):
-    """Where an episode's summary trace lies in its bytes, found when it was encoded: the
-    sample row then decodes that trace alone, not the whole record."""
-
-    trace_index: int  # the trace's position in ``traces`` (its ``native_trace_index``)
-    start: int  # its first byte in the record's bytes
-    end: int  # the byte after its last
-    episode_id: str
-
-
 class RecordKey(NamedTuple):
     """Where the journal holds a record: its segment file and the line's offset."""
 
@@ -48,7 +38,6 @@ class Item:
     mapping: Any = None
     ref: int | None = None  # the run's handle for the record in flight (see ``_ledger``)
     exact: bool = False  # orjson wrote ``data``: decoding it needs no scan (see ``_json``)
-    summary: Summary | None = None  # for the sample row: where it lies in ``data``
     # Where ``data`` holds the run id's stamps, when the run's id may change before it is
     # sent (``_records/restamp``); None when it cannot, ``()`` when they are not known.
     stamps: tuple[int, ...] | None = None

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from prime_runs._records.encode import stamp_sites
-from prime_runs._records.item import Item, RecordKey, Summary
+from prime_runs._records.item import Item, RecordKey
 from prime_runs._records.jsonio import LARGE_DECODE, encode_json, encode_record
 from prime_runs._records.lines import parse_record
 from prime_runs._records.skeleton import literal_of, outline, splice
@@ -67,10 +67,9 @@ class Restamp:
         if stamps is None:
             return item
         data = self.at(item.data, stamps)
-        summary = _shifted(item.summary, stamps, len(self.new) - len(self.old))
         if data is None:  # stamps not known (never seen): decoded and encoded again
-            data, summary = self.reencoded(item.data) or item.data, None
-        return dataclasses.replace(item, data=data, summary=summary, stamps=None)
+            data = self.reencoded(item.data) or item.data
+        return dataclasses.replace(item, data=data, stamps=None)
 
     def line(self, key: RecordKey, data: bytes, record: Mapping[str, Any]) -> bytes | None:
         """The journal's line ``data`` at ``key`` (``record``: what ``lines.parse_head``
@@ -134,12 +133,3 @@ def _stamp_ids(record: Mapping[str, Any]) -> list[Any]:
     traces = record.get("traces")
     members = traces if isinstance(traces, list) else []
     return [run_id(record), *(run_id(m) for m in members if isinstance(m, dict))]
-
-
-def _shifted(summary: Summary | None, stamps: tuple[int, ...], shift: int) -> Summary | None:
-    """``summary`` where it lies once each stamp grew by ``shift`` bytes."""
-    if summary is None or not shift:
-        return summary
-    start = summary.start + shift * sum(at < summary.start for at in stamps)
-    end = summary.end + shift * sum(at < summary.end for at in stamps)
-    return summary._replace(start=start, end=end)

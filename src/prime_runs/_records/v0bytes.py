@@ -16,27 +16,9 @@ from typing import Any
 import prime_runs._records.access as _records
 import prime_runs._records.skeleton as _skeleton
 import prime_runs._records.v0rows as _v0rows
-from prime_runs._records.item import Summary
-from prime_runs._records.jsonio import LARGE_DECODE, decode_record, encode_record
+from prime_runs._records.jsonio import LARGE_DECODE, encode_record
 
-__all__ = ["outlined", "spliced_row", "summary_source"]
-
-
-def summary_source(data: bytes, summary: Summary) -> _v0rows.Source | None:
-    """The episode as its summary row reads it, from the summary trace's bytes alone (where
-    ``summary`` says they lie): the row reads only the episode's id and that trace. Only
-    the summary trace is in ``traces``, at its index. None if those bytes are no trace."""
-    index, start, end, episode_id = summary
-    if not 0 < start < end <= len(data):
-        return None
-    try:
-        trace = decode_record(memoryview(data)[start:end], exact=True)
-    except ValueError:
-        return None
-    if trace.__class__ is not dict:
-        return None
-    traces: list[Any] = [None] * index + [trace]
-    return _v0rows.Source({"id": episode_id}, traces, index, None, False)
+__all__ = ["outlined", "spliced_row"]
 
 
 def outlined(data: bytes, exact: bool) -> tuple[Mapping[str, Any], list[memoryview]] | None:

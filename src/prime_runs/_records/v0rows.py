@@ -107,7 +107,11 @@ def rows_of(source: Source, number: int, limit: int) -> list[dict[str, Any]]:
 
 
 def next_number(counters: dict[Any, int], summary_trace: Any) -> int:
-    idx = _records.example_idx(summary_trace)
+    return count_rollout(counters, _records.example_idx(summary_trace))
+
+
+def count_rollout(counters: dict[Any, int], idx: Any) -> int:
+    """The next rollout number of example ``idx``, counted in ``counters``."""
     counters[idx] = number = counters.get(idx, 0) + 1
     return number
 

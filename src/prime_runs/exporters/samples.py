@@ -95,7 +95,6 @@ class SamplesSink:
             max_request_bytes=self._limit,
             record=item.mapping,
             exact=item.exact,
-            summary=item.summary,
         )
         if len(rows) == 1 and item.kind == "episode" and item.record_id is not None:
             return [(item.record_id, rows[0])]  # the summary row is keyed by the episode id
