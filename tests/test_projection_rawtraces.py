@@ -138,3 +138,16 @@ def test_an_oversize_row_is_split_once_numbered() -> None:
     expected = project_episode_parts(encoded.data, whole, exact=False, max_request_bytes=2_000)
     assert [bytes(r) for r in rows] == [bytes(r) for r in expected]
     assert len(rows) == len(EPISODES[16]["traces"]) and counters == whole
+
+
+def test_a_large_record_is_left_to_the_skeleton(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Above the bound the whole path reads a skeleton and splices its long strings back.
+    encoded = encode(EPISODES[16], RUN, "eval")
+    monkeypatch.setattr("prime_runs.projection.LARGE_DECODE", len(encoded.data) - 1)
+
+    def refuse(data: bytes) -> None:
+        raise AssertionError("a large record was read raw")
+
+    monkeypatch.setattr(rawtraces, "episode_source", refuse)
+    (row,) = project_episode_parts(encoded.data, {}, exact=True)
+    assert json.loads(bytes(row)) == _expected(EPISODES[16], {})[0]

@@ -44,7 +44,7 @@ import prime_runs._records.skeleton as _skeleton
 import prime_runs._records.traintable as _train_table
 import prime_runs._records.v0bytes as _v0bytes
 import prime_runs._records.v0rows as _v0rows
-from prime_runs._records.jsonio import decode_record, encode_json
+from prime_runs._records.jsonio import LARGE_DECODE, decode_record, encode_json
 from prime_runs._records.v0rows import ENVELOPE_BYTES
 from prime_runs.errors import RecordError
 
@@ -264,7 +264,8 @@ def project_episode_parts(
     only joined copy; :func:`project_episode_bytes` joins each row.
     """
     number = None
-    if record is None and exact:
+    # Above LARGE_DECODE the whole path reads a skeleton: its long strings are never copied.
+    if record is None and exact and len(episode_bytes) <= LARGE_DECODE:
         source = _rawtraces.episode_source(episode_bytes)
         if source is not None:
             number = _v0rows.count_rollout(rollout_counters, _rawtraces.example_idx(source))
