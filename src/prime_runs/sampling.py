@@ -238,7 +238,10 @@ def untracked_reason(providers: Iterable[object]) -> str:
     those the run processor is on)."""
     if sdk_disabled():
         return f"{SDK_DISABLED_ENV}=true makes every span non-recording"
-    samplers = [getattr(p, "sampler", None) for p in (*providers, trace.get_tracer_provider())]
+    # The newest provider first: the likeliest to have made the span (an older one may
+    # linger until it is collected).
+    newest_first = (*reversed(list(providers)), trace.get_tracer_provider())
+    samplers = [getattr(p, "sampler", None) for p in newest_first]
     for provider_sampler in samplers:
         if drops_run_spans(provider_sampler):
             assert isinstance(provider_sampler, Sampler)
