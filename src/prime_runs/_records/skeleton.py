@@ -33,6 +33,7 @@ __all__ = [
     "skeleton",
     "slot",
     "splice",
+    "splice_once",
 ]
 
 #: String literals at least this long (quotes included) are left out of a skeleton.
@@ -169,6 +170,27 @@ def splice(encoded: bytes, piece: Callable[[int], Part | list[Part] | None]) -> 
         at = encoded.find(_OPEN, max(last, at + 1))
     out.append(encoded[last:])
     return out
+
+
+def splice_once(
+    encoded: bytes, pieces: Sequence[Part | list[Part]], literals: Sequence[memoryview] = ()
+) -> Spliced | None:
+    """``encoded`` with its slots spliced: a skeleton's long strings (``literals``, the
+    first slot numbers, any number of times) and then ``pieces``, each exactly once; None
+    otherwise (the record quotes a slot: no telling which is which)."""
+    base = len(literals)
+    seen: list[int] = []
+
+    def piece_of(number: int) -> Part | list[Part] | None:
+        if number < base:
+            return literals[number]
+        seen.append(number - base)
+        return pieces[number - base] if number - base < len(pieces) else None
+
+    parts = splice(encoded, piece_of)
+    if parts is None or sorted(seen) != list(range(len(pieces))):
+        return None
+    return Spliced(parts)
 
 
 class Spliced:

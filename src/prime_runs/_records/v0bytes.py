@@ -69,15 +69,5 @@ def spliced_row(
         entry["messages"] = _skeleton.slot(base + len(pieces) - 1)
     pieces.append(pieces[-1] if len(pieces) > 1 else b"[]")
     row["completion"] = _skeleton.slot(base + len(pieces) - 1)
-    seen: list[int] = []
-
-    def piece_of(number: int) -> Any:
-        if number < base:
-            return literals[number]
-        seen.append(number - base)
-        return pieces[number - base] if number - base < len(pieces) else None
-
-    out = _skeleton.splice(encode_record(row), piece_of)  # non-finite numbers as null too
-    if out is None or sorted(seen) != list(range(len(pieces))):
-        return None
-    return _skeleton.Spliced(out)
+    # Non-finite numbers come out as null, as the plain path writes them.
+    return _skeleton.splice_once(encode_record(row), pieces, literals)
