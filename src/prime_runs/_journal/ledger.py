@@ -112,17 +112,11 @@ class Ledger:
             if hold:
                 self._held_bytes += size
                 mapping = item.mapping if self._held_bytes <= MAPPING_BYTES else None
-                # Built directly: ``dataclasses.replace`` costs twice as much (~3 µs).
+                # Built directly (in ``Item``'s order): ``dataclasses.replace`` costs twice
+                # as much (~3 µs).
                 self._held[ref] = Item(
-                    kind=item.kind,
-                    data=item.data,
-                    key=item.key,
-                    problem=item.problem,
-                    record_id=item.record_id,
-                    mapping=mapping,
-                    ref=ref,
-                    exact=item.exact,
-                    stamps=item.stamps,
+                    *(item.kind, item.data, item.key, item.problem, item.record_id),
+                    *(mapping, ref, item.exact, item.stamps),
                 )
                 self._lite.append(_NONE)
             else:
