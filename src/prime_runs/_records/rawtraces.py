@@ -13,7 +13,7 @@ type than the types below say is left to the whole decode, which reports it.
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple, TypedDict
+from typing import Any, TypedDict
 
 import msgspec
 
@@ -74,18 +74,10 @@ _ANY = msgspec.json.Decoder()
 _ENCODER = msgspec.json.Encoder()
 
 
-class Source(NamedTuple):
-    """An episode as its summary row reads it: its id, and its summary trace."""
-
-    episode_id: Any
-    trace: _Trace
-    trace_index: int
-
-
-def episode_source(data: bytes) -> Source | None:
-    """The episode in ``data`` (bytes orjson wrote) as its summary row reads it, or None
-    when the whole decode must decide: not an episode with traces, a v0 row, or a value of
-    another type than a record's (the whole decode reports what is wrong)."""
+def episode_source(data: bytes) -> _v0rows.Source | None:
+    """The episode in ``data`` (bytes orjson wrote) ready to project, its native wrapper a
+    slot for ``data``; None when the whole decode must decide: not an episode with traces, a
+    v0 row, or a value of another type than a record's (the whole decode reports it)."""
     try:
         episode = _EPISODE.decode(data)
     except (msgspec.DecodeError, msgspec.ValidationError):
@@ -94,24 +86,21 @@ def episode_source(data: bytes) -> Source | None:
     if not traces or "sample_id" in episode:
         return None
     index = _records.summary_trace_index(traces)
-    return Source(episode.get("id"), traces[index], index)
+    return _v0rows.Source(episode, traces, index, slot(0), False)
 
 
-def example_idx(source: Source) -> Any:
+def example_idx(source: _v0rows.Source) -> Any:
     """``task.data.idx``, decoded: the rollout counters' key."""
-    idx = _records.example_idx(source.trace)
+    idx = _records.example_idx(source.traces[source.trace_index])
     return None if idx is None else _ANY.decode(idx)
 
 
-def summary_row(source: Source, number: int, data: bytes) -> Spliced | None:
+def summary_row(source: _v0rows.Source, number: int, data: bytes) -> Spliced | None:
     """The summary row of :func:`episode_source`'s episode, built by ``v0rows`` as for the
     decoded record, with ``data`` (the record) spliced in as its native wrapper; None if
     the row cannot be told from the record's (the caller projects the record whole)."""
     try:
-        row = _v0rows.summary_row(
-            source.trace, source.trace_index, source.episode_id, slot(0), number, bare=False
-        )
-        encoded = _ENCODER.encode(row)
+        encoded = _ENCODER.encode(_v0rows.episode_row(source, number))
     except (TypeError, ValueError, OverflowError, AttributeError, KeyError):
         return None  # an odd value inside: the whole decode reports it
     return splice_once(encoded, [data])

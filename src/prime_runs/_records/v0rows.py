@@ -118,21 +118,13 @@ def count_rollout(counters: dict[Any, int], idx: Any) -> int:
 
 def episode_row(source: Source, number: int) -> dict[str, Any]:
     """The summary trace's row for the episode, carrying its record as the native wrapper."""
-    trace = source.traces[source.trace_index]
     episode_id = _records.field(source.episode, "id")
-    return summary_row(trace, source.trace_index, episode_id, source.native, number, source.bare)
-
-
-def summary_row(
-    trace: Any, trace_index: int, episode_id: Any, native: Any, number: int, bare: bool
-) -> dict[str, Any]:
-    """The row of an episode's summary trace (at ``trace_index``), ``native`` its wrapper."""
-    row = trace_row(trace, number, episode_id, bare=bare)
+    row = trace_row(source.traces[source.trace_index], number, episode_id, bare=source.bare)
     row["sample_id"] = episode_id
     row["info"] = {
         **(row["info"] or {}),
-        "native_wrapper": native,
-        "native_trace_index": trace_index,
+        "native_wrapper": source.native,
+        "native_trace_index": source.trace_index,
     }
     return row
 
