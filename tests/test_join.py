@@ -118,6 +118,7 @@ def test_join_false_starts_a_run_of_its_own(monkeypatch: pytest.MonkeyPatch) -> 
         own = pr.init(name="own", join=False)
         assert own.id != owner.id
         own.finish()
+        joined.finish()
     finally:
         owner.finish()
 
