@@ -66,7 +66,6 @@ class Coverage:
 
     local: int = 0  # distinct records in this host's archive folder (and this process)
     remote: int = 0  # distinct records only the platform had (other disks, other hosts)
-    duplicates: int = 0  # copies of an id already counted (a retried task, say)
     unsummarized: int = 0  # stored rows that carry no whole record (split episodes)
     own_ids: set[str] = field(default_factory=set)  # what this process logged
     platform_ids: set[str] = field(default_factory=set)
@@ -154,8 +153,7 @@ def _local(
     for _, _, data in archive.iter_records(skip=own):
         rid = id_of_line(data)
         if rid is not None and rid in ids:
-            cov.duplicates += 1
-            continue
+            continue  # a copy of an id already counted (a retried task, say)
         if rid is not None:
             ids.add(rid)
         acc.add_encoded(data)
