@@ -8,9 +8,14 @@ import gc
 import os
 import threading
 import time
+import weakref
 from collections.abc import Callable
 
+from opentelemetry import trace
+from opentelemetry.sdk.trace import TracerProvider
+
 import prime_runs as pr
+from prime_runs import semconv
 
 ROUNDS = 100
 SLACK = 4  # a pooled connection or a worker finishing its last batch
@@ -112,3 +117,32 @@ def test_finishing_one_handle_of_a_shared_join_leaves_the_others_logging(prime_e
     assert second.finished and second.dropped_records == 0
     owner.finish()
     assert {"a", "b"} <= set(prime_env.episodes)
+
+
+def test_a_raw_run_spans_handle_is_given_back_once_the_span_ended(episodes):
+    """``current_run()`` inside a raw run span gives a handle on the run's engine, which
+    holds it in turn: once the span ended and the run closed, neither is kept alive."""
+    provider = TracerProvider()
+    pr.configure_exporter(provider)
+    tracer = provider.get_tracer("app")
+    handles = []
+    for i in range(5):
+        span = tracer.start_span(
+            "run", attributes={semconv.RUN_NAME: f"raw{i}", semconv.RUN_ENVIRONMENTS: ["gsm8k"]}
+        )
+        with trace.use_span(span):
+            run = pr.current_run()
+            assert run is not None
+            run.log_episodes({**episodes[0], "id": f"raw{i}"})
+            handles.append(weakref.ref(run))
+        span.end()
+    del run
+    assert provider.force_flush(30_000)
+    provider.shutdown()  # waits for the runs' close-outs
+    deadline = time.monotonic() + 10
+    gc.collect()
+    while any(ref() is not None for ref in handles) and time.monotonic() < deadline:
+        time.sleep(0.05)
+        gc.collect()
+    kept = [ref() for ref in handles if ref() is not None]
+    assert kept == [], f"ended raw runs still alive: {kept}"

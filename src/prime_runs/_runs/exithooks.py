@@ -49,7 +49,9 @@ _MP_EXIT_PRIORITY = 100
 # Reentrant: the signal handler takes it and may interrupt the main thread holding it.
 _lock = threading.RLock()
 # Each handle with its engine: the handle is what is closed, the engine what it closes.
-_runs: weakref.WeakKeyDictionary[Run, RunState] = weakref.WeakKeyDictionary()
+# The engine is held weakly too: a raw run span's engine holds its handle (``state.handle``),
+# and a strong value would keep that key, so the pair, alive after the run ended.
+_runs: weakref.WeakKeyDictionary[Run, weakref.ref[RunState]] = weakref.WeakKeyDictionary()
 _states: weakref.WeakSet[RunState] = weakref.WeakSet()
 _installed = False
 _signal_handlers: dict[int, _ChainedHandler] = {}
@@ -68,7 +70,7 @@ _MP_TOKEN = _Token()
 def track(run: Run, state: RunState) -> None:
     """Watch a run handle and its engine: closed out at exit, reset in forked children."""
     with _lock:
-        _runs[run] = state
+        _runs[run] = weakref.ref(state)
     track_state(state)
 
 
@@ -154,7 +156,10 @@ def close_all(budget: float, status: RunStatus | None = None, reason: str | None
     handled: set[int] = set()
     with _lock:
         handles = list(_runs.items())
-    for run, state in handles:
+    for run, engine in handles:
+        state = engine()
+        if state is None:
+            continue  # ended and given back: nothing left to close
         handled.add(id(state))
         left = max(0.0, deadline - time.monotonic())
         try:
