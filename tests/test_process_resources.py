@@ -16,6 +16,7 @@ from opentelemetry.sdk.trace import TracerProvider
 
 import prime_runs as pr
 from prime_runs import semconv
+from prime_runs._runs.state import RunState
 
 ROUNDS = 100
 SLACK = 4  # a pooled connection or a worker finishing its last batch
@@ -146,3 +147,25 @@ def test_a_raw_run_spans_handle_is_given_back_once_the_span_ended(episodes):
         gc.collect()
     kept = [ref() for ref in handles if ref() is not None]
     assert kept == [], f"ended raw runs still alive: {kept}"
+
+
+def _engines() -> int:
+    gc.collect()
+    return sum(1 for obj in gc.get_objects() if isinstance(obj, RunState))
+
+
+def test_a_worker_joining_a_hundred_runs_keeps_no_ended_join(episodes):
+    """A long-lived worker joins run after run (each through ``pr.join``, ended as the docs
+    say): what it holds for ended joins does not grow with how many it made."""
+
+    def join_a_run(i: int) -> None:
+        owner = pr.init(name=f"owner{i}", environments=["gsm8k"], mode="offline")
+        with pr.join(owner.context()) as worker:
+            worker.log_episodes({**episodes[0], "id": f"w{i}"})
+        owner.finish()
+
+    join_a_run(-1)
+    before = _engines()
+    for i in range(ROUNDS):
+        join_a_run(i)
+    assert _engines() <= before + 2  # the last run's join and owner, at most

@@ -321,6 +321,10 @@ class RunProcessor(SpanProcessor):
     def adopt(self, run_id: str, state: RunState) -> None:
         """Use ``state`` (opened by ``init()`` joining ``run_id``) for spans of that run."""
         with self._lock:
+            # Joins that ended are let go (a worker may join many runs in its life), and a
+            # new join of the same run replaces an ended one.
+            for ended in [rid for rid, joined in self._joined.items() if joined.finished]:
+                del self._joined[ended]
             self._joined.setdefault(run_id, state)
 
     def _join(self, parent_context: otel_context.Context | None) -> RunState | None:

@@ -150,6 +150,9 @@ def shared_join(
         return None
     wanted = {**defaults, "_where": _where(settings, defaults)}
     with _lock:
+        # A join ends with its last handle; the next join lets go of those that ended.
+        for ended in [rid for rid, (state, _) in _open.items() if state.finished]:
+            del _open[ended]
         found = _open.get(run_id)
         if found is not None and found[1] == wanted and found[0].take_handle():
             return found[0]
