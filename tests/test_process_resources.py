@@ -5,13 +5,16 @@ descriptors where one left them (issue 20)."""
 from __future__ import annotations
 
 import gc
+import json
 import os
+import subprocess
+import sys
 import threading
 import time
 import weakref
 from collections.abc import Callable
 
-from opentelemetry import trace
+from opentelemetry import propagate, trace
 from opentelemetry.sdk.trace import TracerProvider
 
 import prime_runs as pr
@@ -169,3 +172,61 @@ def test_a_worker_joining_a_hundred_runs_keeps_no_ended_join(episodes):
     for i in range(ROUNDS):
         join_a_run(i)
     assert _engines() <= before + 2  # the last run's join and owner, at most
+
+
+# The runs' owner, another process: opens RUNS runs, prints their carriers, and finishes
+# them when told (a line on stdin).
+_OWNERS = """
+import json, sys
+import prime_runs as pr
+runs = [pr.init(name=f"served{i}", environments=["gsm8k"], model="m", framework="f")
+        for i in range(int(sys.argv[1]))]
+print(json.dumps([run.context() for run in runs]), flush=True)
+sys.stdin.readline()
+for run in runs:
+    run.finish()
+"""
+
+
+def test_a_service_serving_many_runs_spans_holds_no_more_for_more_runs(prime_env, episodes):
+    """A service whose spans arrive under other processes' runs (a remote parent whose
+    baggage names the run) joins each run while its spans are open, keeping a few idle
+    joins for their runs' next requests: serving twenty more runs leaves files and engines
+    where the first twenty left them, and shutdown delivers every record."""
+    runs = 40
+    owner = subprocess.Popen(
+        [sys.executable, "-c", _OWNERS, str(runs)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert owner.stdout is not None and owner.stdin is not None
+        carriers = json.loads(owner.stdout.readline())
+        provider = TracerProvider()
+        pr.configure_exporter(provider)
+        tracer = provider.get_tracer("service")
+
+        def serve(i: int, request: int) -> None:  # one request a run's worker sent
+            with tracer.start_as_current_span("handle", context=propagate.extract(carriers[i])):
+                record = {**episodes[0], "id": f"served{i}-{request}"}
+                tracer.start_span("episode", attributes={semconv.RECORD: json.dumps(record)}).end()
+
+        for i in range(runs // 2):
+            serve(i, 0)
+        assert provider.force_flush(30_000)
+        fds, engines = _fds(), _engines()
+        for i in range(runs // 2, runs):
+            for request in (0, 1):
+                serve(i, request)
+        assert provider.force_flush(30_000)  # waits for the joins ended meanwhile
+        assert _fds() <= fds + SLACK
+        assert _engines() <= engines
+        provider.shutdown()  # ends the joins still open, once their records are sent
+        owner.stdin.write("finish\n")
+        owner.stdin.flush()
+        assert owner.wait(timeout=120) == 0
+    finally:
+        owner.kill()
+    wanted = {f"served{i}-0" for i in range(runs)} | {f"served{i}-1" for i in range(20, runs)}
+    assert wanted <= set(prime_env.episodes)

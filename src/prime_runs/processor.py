@@ -16,6 +16,7 @@ import logging
 import threading
 import time
 import weakref
+from functools import partial
 from typing import Any
 
 from opentelemetry import baggage
@@ -46,6 +47,7 @@ from prime_runs._runs.spanrun import ending_of, options_of
 from prime_runs._runs.state import RunState
 from prime_runs._runs.training import log_steps
 from prime_runs._runs.training_open import open_raw_run
+from prime_runs._served_joins import ServedJoins
 from prime_runs.errors import PrimeRunsError
 from prime_runs.sampling import note_run_ended, note_run_started
 from prime_runs.status import RunStatus
@@ -85,6 +87,7 @@ class RunProcessor(SpanProcessor):
         self._join_lock = threading.Lock()
         self._runs: dict[int, RunState] = {}  # the runs this processor opened
         self._joined: dict[str, RunState] = {}
+        self._served = ServedJoins()  # those of _joined opened for a remote parent
         self._forged_said = False  # a baggage run id that is not one was reported
         # The kinds of limit already reported per run (one report each; every loss counted).
         self._limit_reported: weakref.WeakKeyDictionary[RunState, set[str]] = (
@@ -103,8 +106,9 @@ class RunProcessor(SpanProcessor):
         return _RUN_SPANS.get(key) or _MEMBER_SPANS.get(key)
 
     def open_runs(self) -> list[RunState]:
+        """The runs this processor opened, and the joins it serves."""
         with self._lock:
-            return list(self._runs.values())
+            return [*self._runs.values(), *self._served.states()]
 
     # -- hooks -----------------------------------------------------------------------
 
@@ -120,7 +124,9 @@ class RunProcessor(SpanProcessor):
             run = _RUN_SPANS.get(_key(parent))
             state = run or _MEMBER_SPANS.get(_key(parent))
             if state is None and parent.is_remote:
-                state = self._join(parent_context)
+                state = self._join(parent_context)  # counted among its join's open spans
+            elif state is not None:
+                self._hold(state)
             if state is not None:
                 _MEMBER_SPANS[_key(span.context)] = state
                 self._late.member_started(state, span, self._genai.episode_of, parent.span_id)
@@ -162,6 +168,7 @@ class RunProcessor(SpanProcessor):
             built = self._genai.on_end(span)
             if span.name in semconv.RECORD_SPANS and not isinstance(payload, str):
                 self._check_dropped_record(state, span, built)
+            self._let_go(state)
         except Exception:
             logger.warning("prime-runs: could not process a span", exc_info=True)
 
@@ -170,6 +177,8 @@ class RunProcessor(SpanProcessor):
         after this one still export them), then wait for close-outs under way; all
         within ``SHUTDOWN_TIMEOUT``."""
         deadline = time.monotonic() + SHUTDOWN_TIMEOUT
+        with self._lock:
+            self._end_joins(self._served.end_all())
         for state in self.open_runs():
             if state.finishing or not state.owner or state.forked:
                 continue  # a forked child or a joined worker never closes the run
@@ -346,13 +355,33 @@ class RunProcessor(SpanProcessor):
         # Joins wait for each other (one state per run), never other spans' hooks: opening
         # a join writes its archive folder.
         with self._join_lock:
-            state = self._joined.get(run_id)
-            if state is None:
-                state = join_state(run_id, parent_context, self._defaults)
+            with self._lock:
+                state = self._joined.get(run_id)
                 if state is not None:
-                    with self._lock:
-                        self._joined[run_id] = state
+                    self._served.hold(state)
+                    return state
+            state = join_state(run_id, parent_context, self._defaults)
+            if state is not None:
+                with self._lock:
+                    self._joined[run_id] = state
+                    self._served.opened(state)
             return state
+
+    def _hold(self, state: RunState) -> None:
+        with self._lock:
+            self._served.hold(state)
+
+    def _let_go(self, state: RunState) -> None:
+        with self._lock:
+            self._end_joins(self._served.let_go(state))
+
+    def _end_joins(self, states: list[RunState]) -> None:
+        """End served joins (under ``_lock``), each on a close-out thread: a drain takes
+        time, and force_flush, shutdown and exit wait for close-outs."""
+        for state in states:
+            if self._joined.get(state.run_id) is state:
+                del self._joined[state.run_id]
+            _closeouts.start(self, state, partial(state.finish, state.status, None, None, None))
 
 
 def _sdk_record_span(span: ReadableSpan) -> bool:
