@@ -159,7 +159,7 @@ def close_all(budget: float, status: RunStatus | None = None, reason: str | None
     for run, engine in handles:
         state = engine()
         if state is None:
-            continue  # ended and given back: nothing left to close
+            continue  # not while the handle lives (it holds its engine): for the checker
         handled.add(id(state))
         left = max(0.0, deadline - time.monotonic())
         try:
