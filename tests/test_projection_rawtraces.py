@@ -14,7 +14,7 @@ import pytest
 from _support import load_jsonl
 from prime_runs._records import rawtraces
 from prime_runs._records.encode import encode
-from prime_runs._records.skeleton import slot
+from prime_runs._records.skeleton import LONG_STRING, Spliced, slot
 from prime_runs._records.v0rows import sample_id_of
 from prime_runs.projection import build_samples, project_episode_parts
 
@@ -140,14 +140,32 @@ def test_an_oversize_row_is_split_once_numbered() -> None:
     assert len(rows) == len(EPISODES[16]["traces"]) and counters == whole
 
 
-def test_a_large_record_is_left_to_the_skeleton(monkeypatch: pytest.MonkeyPatch) -> None:
-    # Above the bound the whole path reads a skeleton and splices its long strings back.
-    encoded = encode(EPISODES[16], RUN, "eval")
-    monkeypatch.setattr("prime_runs.projection.LARGE_DECODE", len(encoded.data) - 1)
+def _large(text: str) -> dict[str, Any]:
+    episode = copy.deepcopy(EPISODES[16])
+    for trace in episode["traces"]:
+        trace["nodes"][-1]["message"]["content"] = text
+    return episode
 
-    def refuse(data: bytes) -> None:
-        raise AssertionError("a large record was read raw")
 
-    monkeypatch.setattr(rawtraces, "episode_source", refuse)
-    (row,) = project_episode_parts(encoded.data, {}, exact=True)
-    assert json.loads(bytes(row)) == _expected(EPISODES[16], {})[0]
+@pytest.mark.parametrize("limit", [None, 3 * LONG_STRING], ids=["summary", "split"])
+def test_a_large_records_long_values_are_spliced_not_copied(
+    monkeypatch: pytest.MonkeyPatch, limit: int | None
+) -> None:
+    # Any size is read raw: a long message goes into the row (twice: trajectory and
+    # completion) as a view of the record's bytes, and an over-size row is split here too.
+    episode = _large("é" * LONG_STRING)
+    encoded = encode(episode, RUN, "eval")
+
+    def refuse(*args: Any) -> None:
+        raise AssertionError("a large record was decoded whole")
+
+    kw = {} if limit is None else {"max_request_bytes": limit}
+    expected = project_episode_parts(encoded.data, {}, record=json.loads(encoded.data), **kw)
+    monkeypatch.setattr("prime_runs.projection._project_whole", refuse)
+    rows = project_episode_parts(encoded.data, {}, exact=True, **kw)
+    assert [json.loads(bytes(row)) for row in rows] == [json.loads(bytes(r)) for r in expected]
+    assert len(rows) == (1 if limit is None else len(episode["traces"]))
+    for row in rows:
+        assert isinstance(row, Spliced)
+        copied = [p for p in row.parts if isinstance(p, bytes) and p is not encoded.data]
+        assert sum(map(len, copied)) < LONG_STRING

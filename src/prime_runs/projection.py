@@ -42,9 +42,8 @@ import prime_runs._records.access as _records
 import prime_runs._records.rawtraces as _rawtraces
 import prime_runs._records.skeleton as _skeleton
 import prime_runs._records.traintable as _train_table
-import prime_runs._records.v0bytes as _v0bytes
 import prime_runs._records.v0rows as _v0rows
-from prime_runs._records.jsonio import LARGE_DECODE, decode_record, encode_json
+from prime_runs._records.jsonio import decode_record, encode_json, encode_record
 from prime_runs._records.v0rows import ENVELOPE_BYTES
 from prime_runs.errors import RecordError
 
@@ -255,24 +254,24 @@ def project_episode_parts(
 
     ``record`` skips the decode: pass it only if it is exactly what ``episode_bytes`` decode to
     and nobody changes it meanwhile (bytes with NaN/Infinity literals must not come with one).
-    ``exact``: orjson wrote the bytes (no integer beyond 64 bits, no NaN), so the summary row
-    is read from them with the values it copies left as they are (``_records.rawtraces``),
-    and a whole decode skips the scan for a large integer.
+    ``exact``: this SDK wrote the bytes (no NaN, no integer beyond 64 bits), so the rows are
+    read from them with the values they copy left as they are, a large record's long values
+    not even copied (``_records.rawtraces``), and a whole decode skips the scan for a large
+    integer.
 
     The summary row comes back as its parts (``_records.skeleton.Spliced``: ``len()`` is its
     size, ``bytes()`` joins it), the episode's bytes among them, so a request body is the
     only joined copy; :func:`project_episode_bytes` joins each row.
     """
     number = None
-    # Above LARGE_DECODE the whole path reads a skeleton: its long strings are never copied.
-    if record is None and exact and len(episode_bytes) <= LARGE_DECODE:
+    if record is None and exact:
         source = _rawtraces.episode_source(episode_bytes)
         if source is not None:
             number = _v0rows.count_rollout(rollout_counters, _rawtraces.example_idx(source))
-            encoded = _rawtraces.summary_row(source, number, bytes(episode_bytes))
-            if encoded is not None and ENVELOPE_BYTES + len(encoded) <= max_request_bytes:
-                return [encoded]
-            # Rare (an odd value, an oversize row): the whole record decides, same number.
+            rows = _rawtraces.rows(source, number, bytes(episode_bytes), max_request_bytes)
+            if rows is not None:
+                return rows
+            # Rare (an odd value): the whole record decides, same number.
     return _project_whole(episode_bytes, rollout_counters, max_request_bytes, record, exact, number)
 
 
@@ -293,11 +292,6 @@ def _project_whole(
         saw_nonfinite = True
         return float(name)  # "NaN", "Infinity", "-Infinity"; nulled below like build_samples
 
-    literals: list[memoryview] = []
-    if record is None:
-        found = _v0bytes.outlined(episode_bytes, exact)
-        if found is not None:
-            record, literals = found
     if record is None:
         try:
             record = decode_record(episode_bytes, exact=exact)
@@ -315,20 +309,34 @@ def _project_whole(
         number = _v0rows.next_number(rollout_counters, traces[source.trace_index])
     encoded: bytes | _skeleton.Spliced | None = None
     if not saw_nonfinite:  # otherwise the bytes are not strict JSON and cannot be reused
-        encoded = _v0bytes.spliced_row(source, number, bytes(episode_bytes), literals)
-    if encoded is None and literals:  # the plain path needs the whole record
-        record = decode_record(episode_bytes, exact=exact)
-        traces, literals = record["traces"], []
-        source = source._replace(episode=record, traces=traces, native=record)
+        encoded = _spliced_row(source, number, bytes(episode_bytes))
     if encoded is None:
         encoded, _ = _v0rows.encode_row(_v0rows.episode_row(source, number))
     if ENVELOPE_BYTES + len(encoded) <= max_request_bytes:
         return [encoded]
     _v0rows.warn_oversize(_records.field(record, "id"), max_request_bytes)
-    rows = [_v0rows.encode_row(row)[0] for row in _v0rows.split_rows(source, number)]
-    if not literals:
-        plain: list[bytes | _skeleton.Spliced] = list(rows)  # a list of the wider type
-        return plain
-    lookup = _skeleton.literal_of(literals)
-    # Kept as parts, as the summary row is: a row of megabytes is joined only if asked.
-    return [_skeleton.Spliced(_skeleton.splice(row, lookup) or [row]) for row in rows]
+    rows: list[bytes | _skeleton.Spliced] = [
+        _v0rows.encode_row(row)[0] for row in _v0rows.split_rows(source, number)
+    ]
+    return rows
+
+
+def _spliced_row(
+    source: _v0rows.Source, number: int, episode_bytes: bytes
+) -> _skeleton.Spliced | None:
+    """The summary row of a decoded record, with the episode's bytes spliced in as its
+    native wrapper and each branch's messages encoded once (the last branch appears twice),
+    rather than encoded again inside it; ``None`` if a slot did not come out exactly once
+    (the caller encodes the plain row)."""
+    row = _v0rows.episode_row(source._replace(native=_skeleton.slot(0)), number)
+    pieces: list[Any] = [episode_bytes]
+    for entry in row["trajectory"]:  # fresh dicts, safe to change
+        try:
+            # Non-finite numbers come out as null, as the plain path writes them.
+            pieces.append(encode_record(entry["messages"]))
+        except (TypeError, ValueError):  # the plain path reports what is wrong
+            return None
+        entry["messages"] = _skeleton.slot(len(pieces) - 1)
+    pieces.append(pieces[-1] if len(pieces) > 1 else b"[]")
+    row["completion"] = _skeleton.slot(len(pieces) - 1)
+    return _skeleton.splice_once(encode_record(row), pieces)

@@ -6,9 +6,12 @@ msgspec decodes the record into plain dicts, as a whole decode would give them b
 only the keys the row reads, and ``_records.v0rows`` builds the row from them as from a
 decoded record. The row's encoder writes raw values back verbatim, so a record is neither
 decoded whole nor encoded again inside its row, and its long strings never become ``str``
-objects. Only bytes orjson wrote come here (valid UTF-8, finite numbers, no integer past 64
-bits), so a raw copy decodes to what a decode and an encode would give; a value of another
-type than the types below say is left to the whole decode, which reports it.
+objects. A raw value of ``LONG_STRING`` bytes or more (a large record's long message) is not
+even copied into the row: a slot stands for it while the row is encoded, and its bytes are
+spliced back as a view of the record's. Records of any size come here, and their over-size
+rows are split here too. Only bytes this SDK wrote come here (valid UTF-8, finite numbers),
+so a raw copy decodes to what a decode and an encode would give; a value of another type
+than the types below say is left to the whole decode, which reports it.
 """
 
 from __future__ import annotations
@@ -19,9 +22,9 @@ import msgspec
 
 import prime_runs._records.access as _records
 import prime_runs._records.v0rows as _v0rows
-from prime_runs._records.skeleton import Spliced, slot, splice_once
+from prime_runs._records.skeleton import LONG_STRING, Part, Spliced, slot, splice_once
 
-__all__ = ["episode_source", "example_idx", "summary_row"]
+__all__ = ["episode_source", "example_idx", "rows", "summary_row"]
 
 
 # ``total=False``: a key the record leaves out stays out, as in a decoded record (the row
@@ -80,8 +83,8 @@ def episode_source(data: bytes) -> _v0rows.Source | None:
     v0 row, or a value of another type than a record's (the whole decode reports it)."""
     try:
         episode = _EPISODE.decode(data)
-    except (msgspec.DecodeError, msgspec.ValidationError):
-        return None
+    except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):
+        return None  # RecursionError: nested past msgspec's depth, the whole decode judges
     traces = episode.get("traces")
     if not traces or "sample_id" in episode:
         return None
@@ -99,8 +102,49 @@ def summary_row(source: _v0rows.Source, number: int, data: bytes) -> Spliced | N
     """The summary row of :func:`episode_source`'s episode, built by ``v0rows`` as for the
     decoded record, with ``data`` (the record) spliced in as its native wrapper; None if
     the row cannot be told from the record's (the caller projects the record whole)."""
+    return _encoded(_v0rows.episode_row(source, number), [data], len(data))
+
+
+def rows(
+    source: _v0rows.Source, number: int, data: bytes, limit: int
+) -> list[bytes | Spliced] | None:
+    """:func:`summary_row`, or one row per trace when its request would exceed ``limit``
+    bytes (as ``v0rows.rows_of`` splits a decoded record); None as for :func:`summary_row`."""
+    summary = summary_row(source, number, data)
+    if summary is None or _v0rows.ENVELOPE_BYTES + len(summary) <= limit:
+        return None if summary is None else [summary]
+    split: list[bytes | Spliced] = []
+    for row in _v0rows.split_rows(source, number):
+        encoded = _encoded(row, [], len(data))
+        if encoded is None:
+            return None
+        split.append(encoded)
+    _v0rows.warn_oversize(source.episode.get("id"), limit)
+    return split
+
+
+def _encoded(row: dict[str, Any], pieces: list[Part], size: int) -> Spliced | None:
+    """``row`` encoded, its slots spliced: ``pieces`` (slots 0 on), then its long raw
+    values, which only a record of ``size`` >= ``LONG_STRING`` bytes can hold."""
     try:
-        encoded = _ENCODER.encode(_v0rows.episode_row(source, number))
-    except (TypeError, ValueError, OverflowError, AttributeError, KeyError):
+        if size >= LONG_STRING:
+            row = _slotted(row, pieces)
+        encoded = _ENCODER.encode(row)
+    except (TypeError, ValueError, OverflowError, AttributeError, KeyError, RecursionError):
         return None  # an odd value inside: the whole decode reports it
-    return splice_once(encoded, [data])
+    return splice_once(encoded, pieces)
+
+
+def _slotted(value: Any, pieces: list[Part]) -> Any:
+    """``value`` with a slot for each raw value of ``LONG_STRING`` bytes or more (its bytes
+    added to ``pieces``), in new containers: the source's stay as they are for a split."""
+    if isinstance(value, msgspec.Raw):
+        if len(value) < LONG_STRING:
+            return value
+        pieces.append(memoryview(value))
+        return slot(len(pieces) - 1)
+    if isinstance(value, dict):
+        return {key: _slotted(item, pieces) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_slotted(item, pieces) for item in value]
+    return value

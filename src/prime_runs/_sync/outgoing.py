@@ -8,6 +8,7 @@ from typing import Any
 
 from prime_runs._records.encode import kind_of, traces_problem
 from prime_runs._records.item import Item, RecordKey
+from prime_runs._records.jsonio import LARGE_DECODE, may_hold_long_int
 from prime_runs._records.lines import parse_head
 from prime_runs._records.restamp import Restamp
 
@@ -30,4 +31,11 @@ def outgoing(
             why = "its run stamps could not be given the platform's id"
             return None, None, f"line at {key.segment}:{key.offset}: {why}"
         data = stamped
-    return Item(kind, data, key, traces_problem(kind, record), record_id), sample_id, None
+    # The journal's writers leave no NaN and no number beyond a float, and parse_head read
+    # it as text: without an integer orjson would misread, it is as exact as orjson's bytes,
+    # so its sample row is read raw, a large record's long strings never copied. A large
+    # one is never decoded by orjson (``decode_record``), and msgspec reads long integers
+    # exactly: no scan (a copy of the line) for it.
+    exact = len(data) > LARGE_DECODE or not may_hold_long_int(data)
+    problem = traces_problem(kind, record)
+    return Item(kind, data, key, problem, record_id, exact=exact), sample_id, None
