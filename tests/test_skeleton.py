@@ -13,7 +13,7 @@ import pytest
 from prime_runs._records.encode import kind_of, record_id
 from prime_runs._records.jsonio import LARGE_DECODE, encode_record
 from prime_runs._records.lines import parse_head, parse_record
-from prime_runs._records.skeleton import LONG_STRING, is_slot, skeleton
+from prime_runs._records.skeleton import LONG_STRING, is_slot, outline
 from prime_runs.projection import build_samples, project_episode_bytes
 
 LONG = LARGE_DECODE // 3 + 1  # three of them make a record a whole decode would not take
@@ -57,10 +57,11 @@ def test_a_large_records_row_is_the_whole_decodes(episodes: list[dict[str, Any]]
 
 def test_long_strings_become_slots_and_small_ones_stay(episodes: list[dict[str, Any]]):
     record = _large(episodes[0], "y" * LONG)
-    found = skeleton(encode_record(record))
-    assert found is not None and len(found.literals) == 3
-    assert all(len(literal) >= LONG_STRING for literal in found.literals)
-    assert is_slot(found.value["env"]["note"]) and found.value["id"] == record["id"]
+    found = outline(encode_record(record))
+    assert found is not None and len(found[1]) == 3
+    assert all(len(literal) >= LONG_STRING for literal in found[1])
+    value = json.loads(found[0])
+    assert is_slot(value["env"]["note"]) and value["id"] == record["id"]
 
 
 def test_a_long_id_is_read_whole(episodes: list[dict[str, Any]]):

@@ -3,10 +3,12 @@
 A 20 MB record is nearly always one or a few long strings (a model's output, an image as
 base64) in a small structure. Decoding it whole costs several times its size (the standard
 library first makes a ``str`` of the whole document, four bytes a character when one
-character needs it), and a sink needs only the structure: the ledger its kind, id and
-members, the sample row its summary fields, with the long strings written back as the bytes
-they already are. :func:`skeleton` decodes the record with every long string literal
-replaced by a short slot string; :func:`splice` writes slots back as the original literals.
+character needs it), and the ledger's read-back and ``prime-runs sync`` need only its
+structure (its kind, id and members), with the long strings written back as the bytes they
+already are. :func:`outline` gives the record with every long string literal replaced
+by a short slot string, to decode; :func:`splice` writes slots back as the original
+literals. Slots also stand for the large values spliced into a sample row
+(``_records.rawtraces``), and :class:`Spliced` is such a row, kept as its parts.
 
 Only the slots' *values* differ from the record's: a slot stands for a string of at least
 ``LONG_STRING`` bytes, which no field a sink reads as a value (an id, a name, a number)
@@ -19,18 +21,14 @@ import codecs
 import re
 import uuid
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any, NamedTuple
-
-from prime_runs._records.jsonio import decode_record
+from typing import Any
 
 __all__ = [
     "LONG_STRING",
-    "Skeleton",
     "Spliced",
     "is_slot",
     "literal_of",
     "outline",
-    "skeleton",
     "slot",
     "splice",
     "splice_once",
@@ -51,14 +49,6 @@ _CONTROL = bytes(range(0x20))
 _CHECK_CHUNK = 1024 * 1024  # checked a chunk at a time: no copy or str of the whole
 
 
-class Skeleton(NamedTuple):
-    """``value``: the record with slot ``n`` in place of long string ``n``; ``literals``:
-    each long string's JSON literal, quotes included, as a view of the record's bytes."""
-
-    value: Any
-    literals: list[memoryview]
-
-
 def slot(number: int) -> str:
     return f"{SLOT_PREFIX}{number}"
 
@@ -67,20 +57,10 @@ def is_slot(value: Any) -> bool:
     return isinstance(value, str) and value.startswith(SLOT_PREFIX)
 
 
-def skeleton(data: bytes, *, exact: bool = False) -> Skeleton | None:
-    """``data`` decoded with its long strings as slots, or None when it has none or a long
-    string a whole decode would refuse or read otherwise (the caller decodes it whole).
-    Raises ``ValueError`` like :func:`decode_record` for what the rest does not decode."""
-    found = outline(data)
-    if found is None:
-        return None
-    small, literals = found
-    return Skeleton(decode_record(small, exact=exact), literals)
-
-
 def outline(data: bytes) -> tuple[bytes, list[memoryview]] | None:
-    """``data`` with slots for its long strings, and the long strings' literals; None as
-    for :func:`skeleton`."""
+    """``data`` with slots for its long strings, and each long string's JSON literal
+    (quotes included) as a view of ``data``; None when it has none, or a long string a
+    whole decode would refuse or read otherwise (the caller decodes it whole)."""
     if _PREFIX in data:
         return None
     view = memoryview(data)
