@@ -27,7 +27,7 @@ import harness
 import imports
 import report
 from sides import NETWORKED
-from workload import WORKLOADS
+from workload import DEFAULT_WORKLOADS, WORKLOADS
 
 SCENARIOS = ("throughput", "producer", "outage", "burst", "import")
 #: Version of the results file: 2 groups figures by workload and adds the import
@@ -45,7 +45,7 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--timebox", type=float, help="seconds a burst may take; default 30")
     parser.add_argument("--sides", help=f"default {','.join(figures.SIDES)}")
     parser.add_argument("--scenarios", default=",".join(SCENARIOS))
-    parser.add_argument("--workloads", default=",".join(WORKLOADS))
+    parser.add_argument("--workloads", default=",".join(DEFAULT_WORKLOADS))
     parser.add_argument(
         "--import-runs", type=int, help="fresh interpreters per import figure; default 15"
     )

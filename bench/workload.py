@@ -10,7 +10,10 @@ run or across runs). Three workloads (``WORKLOADS``):
   the size verifiers actually produces, taken in turn;
 * ``dicts``: the same records, all plain mappings, two of every three keeping the
   fixture's ``run`` block (which names another run id, as records of an earlier or
-  offline run do) and the third without one.
+  offline run do) and the third without one;
+* ``large``: plain mappings of about 15 MiB each (a model output that long in the
+  summary trace's last assistant message), for CPU per MiB; not run by default: ask
+  for it by name with a few dozen ``--episodes``, not thousands.
 
 Except in ``dicts``, episodes alternate between two forms a producer hands over:
 
@@ -37,7 +40,12 @@ from typing import Any
 FIXTURE = Path(__file__).resolve().parent.parent / "tests" / "data" / "episodes.jsonl"
 
 #: The workloads ``Generator.workload`` builds.
-WORKLOADS = ("mixed", "verifiers", "dicts")
+WORKLOADS = ("mixed", "verifiers", "dicts", "large")
+#: What a run measures unless told (``large`` is asked for by name, with few episodes).
+DEFAULT_WORKLOADS = ("mixed", "verifiers", "dicts")
+
+#: The encoded size of a ``large`` episode's long message.
+LARGE_BYTES = 15 * 1024 * 1024
 
 #: Size classes in bytes of compact UTF-8 JSON.
 SIZES: dict[str, int] = {"5KB": 5 * 1024, "50KB": 50 * 1024, "1MB": 1024 * 1024}
@@ -239,6 +247,20 @@ class Generator:
             episodes.append(Episode(payload=record, size="fixture", nbytes=len(encode(record))))
         return episodes
 
+    def large(self, count: int) -> list[Episode]:
+        """``count`` plain mappings of about 15 MiB, each a different slice of the pool."""
+        chars = int(LARGE_BYTES / self._bytes_per_char)
+        pool = self._pool * (chars // len(self._pool) + 2)
+        episodes = []
+        for index in range(count):
+            base = self._bases["5KB"][index % len(self._bases["5KB"])]
+            record = self._fresh(base, index)
+            node = _assistant_nodes(record["traces"][0])[-1]
+            start = self._rng.randrange(0, len(pool) - chars)
+            node["message"] = dict(node["message"], content=pool[start : start + chars])
+            episodes.append(Episode(payload=record, size="15MB", nbytes=len(encode(record))))
+        return episodes
+
     def workload(self, name: str, count: int) -> list[Episode]:
         """The ``count`` episodes of workload ``name`` (one of ``WORKLOADS``)."""
         if name == "mixed":
@@ -247,6 +269,8 @@ class Generator:
             return self.verifiers(count)
         if name == "dicts":
             return self.dicts(count)
+        if name == "large":
+            return self.large(count)
         raise ValueError(f"unknown workload {name!r}; expected one of {WORKLOADS}")
 
     def stream(self, count: int, size: str = "5KB", start: int = 0) -> Iterator[Any]:

@@ -50,6 +50,18 @@ def test_verifiers_workload_is_the_fixture_records_with_fresh_ids() -> None:
         workload.Generator(salt=5).workload("tiny", 1)
 
 
+def test_large_workload_is_plain_records_of_15_mib_each_and_not_run_by_default() -> None:
+    workload = _bench("workload")
+    episodes = workload.Generator(salt=5).workload("large", 2)
+    records = [episode.payload for episode in episodes]
+    assert all(type(record) is dict for record in records)
+    for episode, record in zip(episodes, records, strict=True):
+        assert episode.nbytes == len(workload.encode(record))
+        assert abs(episode.nbytes - workload.LARGE_BYTES) < 64 * 1024
+    assert records[0]["id"] != records[1]["id"]
+    assert "large" in workload.WORKLOADS and "large" not in workload.DEFAULT_WORKLOADS
+
+
 def _throughput(side: str, workload: str | None, cpu_s: float) -> dict[str, Any]:
     result = {"episodes": 1000, "cpu_s": cpu_s, "wall_s": 2.0, "finish_s": 0.01}
     if side != "json":
