@@ -37,7 +37,9 @@ class Item:
     # is short: the sample projection then skips decoding ``data`` again. Never mutated.
     mapping: Any = None
     ref: int | None = None  # the run's handle for the record in flight (see ``_ledger``)
-    exact: bool = False  # orjson wrote ``data``: decoding it needs no scan (see ``_json``)
+    # ``data`` holds no NaN and no integer orjson would misread (orjson wrote it, or sync
+    # found none in a journal line): it decodes without a scan, its row is read raw.
+    exact: bool = False
     # Where ``data`` holds the run id's stamps, when the run's id may change before it is
     # sent (``_records/restamp``); None when it cannot, ``()`` when they are not known.
     stamps: tuple[int, ...] | None = None
