@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import subprocess
 import sys
 import threading
@@ -188,7 +189,21 @@ def test_finish_shuts_out_log_calls_in_flight(episodes):
         journal = journal_lines(run)
         # Every call that returned is in the archive and in the final counts; nothing else.
         assert len(journal) == landed == status["logged"] == run.logged_records
-        assert status["summary"] == from_encoded(journal)
+        assert _same_means(status["summary"], from_encoded(journal))
+
+
+def _same_means(got: object, want: object) -> bool:
+    """The same summary up to each mean's last bits: racing log calls are tallied in
+    another order than the journal holds them, and a float sum depends on its order."""
+    if isinstance(want, dict):
+        return (
+            isinstance(got, dict)
+            and got.keys() == want.keys()
+            and all(_same_means(got[key], want[key]) for key in want)
+        )
+    if isinstance(want, float) and isinstance(got, float):
+        return math.isclose(got, want, rel_tol=1e-12)
+    return got == want
 
 
 def test_logging_after_finish_warns_once_with_a_count(episodes, caplog):
