@@ -27,6 +27,11 @@ class ServedJoins:
         self._open: dict[RunState, int] = {}
         self._idle: dict[RunState, None] = {}  # in the order they went idle
 
+    def __contains__(self, state: RunState) -> bool:
+        """Read without the lock, so other spans skip it: a join is added before its spans
+        are mapped to it, and one removed meanwhile is found gone under the lock."""
+        return state in self._open
+
     def opened(self, state: RunState) -> None:
         """A join opened for a span, which is open."""
         self._open[state] = 1

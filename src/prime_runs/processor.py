@@ -125,7 +125,7 @@ class RunProcessor(SpanProcessor):
             state = run or _MEMBER_SPANS.get(_key(parent))
             if state is None and parent.is_remote:
                 state = self._join(parent_context)  # counted among its join's open spans
-            elif state is not None and not state.owner:  # a run's own spans: no lock taken
+            elif state is not None and state in self._served:  # others take no lock
                 self._hold(state)
             if state is not None:
                 _MEMBER_SPANS[_key(span.context)] = state
@@ -168,7 +168,7 @@ class RunProcessor(SpanProcessor):
             built = self._genai.on_end(span)
             if span.name in semconv.RECORD_SPANS and not isinstance(payload, str):
                 self._check_dropped_record(state, span, built)
-            if not state.owner:  # only a join can be a served one
+            if state in self._served:  # a run's own spans and workers' joins: no lock
                 self._let_go(state)
         except Exception:
             logger.warning("prime-runs: could not process a span", exc_info=True)
