@@ -283,3 +283,47 @@ def test_encoded_records_read_as_json_loads_reads_them() -> None:
     assert b"NaN" in nan
     summary = from_encoded([nan])
     assert summary["avg_reward"] != summary["avg_reward"]  # NaN, as json.loads reads it
+
+
+def test_journal_lines_are_read_for_their_numbers_without_a_whole_decode(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The owner's finish() reads every worker's line back: only the fields the summary
+    # reads are built, and the numbers are those a whole decode gives, bit for bit.
+    records = [r for name in FIXTURE_FILES for r in load_jsonl(name)] + load_jsonl("traces.jsonl")
+    lines = [json.dumps(r, ensure_ascii=False, separators=(",", ":")).encode() for r in records]
+    expected = from_episodes(json.loads(line) for line in lines)
+    import prime_runs.metrics as metrics
+
+    def whole(data: bytes) -> Any:
+        raise AssertionError("a journal line of plain numbers was decoded whole")
+
+    monkeypatch.setattr(metrics, "decode_record", whole)
+    accumulator = SummaryAccumulator()
+    assert all(accumulator.add_encoded(line) for line in lines)
+    assert accumulator.result() == expected and accumulator.skipped == 0
+
+
+@pytest.mark.parametrize(
+    ("message", "counted"),
+    [
+        (b'"caf\xc3\xa9"', True),  # valid UTF-8
+        (b'"caf\xe9"', False),  # not UTF-8: json.loads refuses the line, so it is left out
+        (b'"\\ud83d\\ude00"', True),  # a surrogate pair, escaped
+        (b'"\\ud800"', True),  # a lone surrogate escape: json.loads reads it
+        (b'"' + b"x" * (4 * 1024 * 1024) + b'"', True),  # a line above the large-line bound
+        (b"NaN", True),  # a NaN literal where the summary does not look
+    ],
+)
+def test_a_line_the_partial_read_cannot_judge_is_judged_as_a_whole_decode_judges_it(
+    message: bytes, counted: bool
+) -> None:
+    line = (
+        b'{"id":"e","ok":true,"traces":[{"id":"t","rewards":{"x":{"score":0.25,"weight":1.0}},'
+        b'"metrics":{"m":2.0},"nodes":[{"message":{"content":' + message + b"}}]}]}"
+    )
+    accumulator = SummaryAccumulator()
+    assert accumulator.add_encoded(line) is counted
+    assert accumulator.skipped == (0 if counted else 1)
+    if counted:
+        assert accumulator.result() == from_episodes([json.loads(line)])
