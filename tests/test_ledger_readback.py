@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 import prime_runs._journal.ledger as _ledger
+import prime_runs._journal.readback as _readback
 from prime_runs._journal.archive import RunArchive
 from prime_runs._journal.ledger import Ledger
 from prime_runs._records.encode import encode
@@ -105,7 +106,7 @@ def test_an_episode_read_back_is_not_decoded_again_and_gives_the_same_row(
     def refuse(data: bytes, *, exact: bool = False) -> Any:
         raise AssertionError("an episode logged whole was decoded on read-back")
 
-    monkeypatch.setattr(_ledger, "parse_head", refuse)
+    monkeypatch.setattr(_readback, "parse_head", refuse)
     read = ledger.claim("eval_samples", max_items=100)
     assert [(i.kind, i.record_id, i.problem, i.exact) for i in read] == [
         (i.kind, i.record_id, i.problem, i.exact) for i in logged

@@ -2,17 +2,14 @@
 
 Each record has a handle (``ref``, a sequence number). The ledger holds the record for it:
 the encoded bytes while they fit the memory bound, else where the journal holds it (8 bytes;
-16 for an episode, with where its id lies, ``_head``). Per sink it keeps
+16 for an episode, with where its id lies, ``readback.head``). Per sink it keeps
 one byte per record while any record before it is unsettled (stored, rejected for its own
 sake, or given up on) and knows which records a delivery has claimed, so the sink's worker
 and a user's exporter never send one record twice. A burst therefore costs about thirty
 bytes a record beyond the bytes kept in memory, and a claim reads back at most its byte
 budget (or one record larger than it).
 
-A record read back is decoded and checked again, except an episode with a head: it was
-checked when it was logged, and its sample row reads its bytes as for a record held in
-memory (two whole decodes cost about 80 µs a verifiers-sized record). Its segment is this
-process's, appended only by it, and read at the line's logged size and framing.
+A record read back is made an item again by ``_journal/readback``.
 
 A record whose run id may still change (a raw ``run`` span's run, registering) also has
 where its stamps lie (``Item.stamps``), kept beside the journal key of one not held in
@@ -30,12 +27,9 @@ from array import array
 from collections import OrderedDict
 from collections.abc import Iterable, Sequence
 
-import orjson
-
+import prime_runs._journal.readback as _readback
 from prime_runs._journal.archive import RecordKey, RunArchive
-from prime_runs._records.encode import EPISODE, kind_of, record_id, traces_problem
 from prime_runs._records.item import Item
-from prime_runs._records.lines import parse_head
 
 logger = logging.getLogger("prime_runs")
 
@@ -58,9 +52,6 @@ _OFFSET_BITS = 40  # a journal key packed as segment number << 40 | offset
 _NONE = -1  # no journal key: the record is held in memory
 _COMPACT = 65_536  # settled slots dropped from the front at a time
 _MAX_SIZE = 2**32 - 1  # what a size slot holds (records are far smaller)
-_HALF = 32  # a head packs the id's offset above its length (``_head``)
-_LOW = (1 << _HALF) - 1
-_SHORT = (1 << 16) - 1  # the id's length, at most
 
 
 class Ledger:
@@ -83,7 +74,7 @@ class Ledger:
         # Per slot: the record's size, so a claim of journal-only records is bounded in
         # bytes before they are read back (a 20 MB record is claimed alone).
         self._sizes = array("I")
-        # Per slot: where an episode's id lies (see ``_head``), or 0.
+        # Per slot: where an episode's id lies (see ``readback.head``), or 0.
         self._ids = array("q")
         self._waiting = {s: bytearray() for s in self._sinks}  # per slot: 1 while waiting
         self._count = dict.fromkeys(self._sinks, 0)
@@ -124,7 +115,7 @@ class Ledger:
                 self._lite.append(self._pack(item.key, item.exact))
                 if item.stamps is not None:
                     self._stamps[ref] = item.stamps
-            self._ids.append(0 if hold else _head(item))
+            self._ids.append(0 if hold else _readback.head(item))
             self._sizes.append(min(size, _MAX_SIZE))
             for sink in self._sinks:
                 flag = sink in wanted and sink not in self._closed
@@ -237,8 +228,8 @@ class Ledger:
                 for key, data in self._archive.read_many(segment, sized):
                     ref, exact, _size, stamps, head = refs[key.offset]
                     read.append(
-                        _from_head(data, key, ref, stamps, head)
-                        or _recovered(data, key, ref, exact, stamps)
+                        _readback.from_head(data, key, ref, stamps, head)
+                        or _readback.recovered(data, key, ref, exact, stamps)
                     )
             except OSError as exc:
                 logger.warning("prime-runs: could not read records back from the journal: %s", exc)
@@ -358,46 +349,3 @@ class Ledger:
 
 
 _Pending = tuple[int, bool, int, tuple[int, ...] | None, int]  # ref ... head
-
-
-def _head(item: Item) -> int:
-    """What a sink needs of an episode beyond its bytes: where its id lies (any place its
-    JSON string occurs decodes to the id), packed into one number; 0 for another record
-    (it is then decoded again)."""
-    episode_id = item.record_id
-    if episode_id is None or item.problem is not None or not item.exact or item.kind != EPISODE:
-        return 0
-    quoted = orjson.dumps(episode_id)  # as orjson wrote it into the record
-    at = item.data.find(quoted)
-    if at < 0 or len(quoted) > _SHORT or at > _LOW:
-        return 0
-    return at << _HALF | len(quoted)
-
-
-def _from_head(
-    data: bytes, key: RecordKey, ref: int, stamps: tuple[int, ...] | None, head: int
-) -> Item | None:
-    """An episode read back, from what was found when it was logged (``_head``); None when
-    there is none or its bytes do not read as then (it is then decoded and checked)."""
-    if not head:
-        return None
-    at, length = head >> _HALF, head & _SHORT
-    try:
-        episode_id = orjson.loads(memoryview(data)[at : at + length])
-    except ValueError:
-        return None
-    if episode_id.__class__ is not str or data[0:1] != b"{":
-        return None
-    return Item(EPISODE, data, key, None, episode_id, None, ref, True, stamps)
-
-
-def _recovered(
-    data: bytes, key: RecordKey, ref: int, exact: bool, stamps: tuple[int, ...] | None
-) -> Item:
-    """A record read back from the journal, with what was found at log time found again."""
-    record, _problem = parse_head(data, exact=exact)  # its long strings are not needed
-    if record is None:
-        return Item("trace", data, key, None, None, None, ref)  # the sink rejects it
-    kind = kind_of(record)
-    problem = traces_problem(kind, record)
-    return Item(kind, data, key, problem, record_id(record), None, ref, exact, stamps=stamps)
