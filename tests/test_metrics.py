@@ -302,6 +302,21 @@ def test_journal_lines_are_read_for_their_numbers_without_a_whole_decode(
     accumulator = SummaryAccumulator()
     assert all(accumulator.add_encoded(line) for line in lines)
     assert accumulator.result() == expected and accumulator.skipped == 0
+    # A large line too: its long strings are parsed, never built, and its text is checked
+    # a MiB at a time, here with a character across the first boundary.
+    large = copy.deepcopy(records[0])
+
+    def line_with(pad: int) -> bytes:
+        content = "x" * pad + "é" + "x" * (4 * 1024 * 1024)
+        large["traces"][0]["nodes"] = [{"message": {"content": content}}]
+        return json.dumps(large, ensure_ascii=False).encode()
+
+    line = line_with(0)
+    line = line_with(1024 * 1024 - 1 - line.index("é".encode()))
+    assert line.index("é".encode()) == 1024 * 1024 - 1
+    before = copy.deepcopy(accumulator.result())
+    assert accumulator.add_encoded(line)
+    assert accumulator.result() != before and accumulator.skipped == 0
 
 
 @pytest.mark.parametrize(
@@ -312,6 +327,8 @@ def test_journal_lines_are_read_for_their_numbers_without_a_whole_decode(
         (b'"\\ud83d\\ude00"', True),  # a surrogate pair, escaped
         (b'"\\ud800"', True),  # a lone surrogate escape: json.loads reads it
         (b'"' + b"x" * (4 * 1024 * 1024) + b'"', True),  # a line above the large-line bound
+        # Text checked a MiB at a time: a bad byte at the boundary.
+        (b'"' + b"x" * (1024 * 1024 - 137) + b"\xc3" + b'x"', False),
         (b"NaN", True),  # a NaN literal where the summary does not look
     ],
 )

@@ -33,7 +33,7 @@ from typing import Any, TypedDict
 import msgspec
 
 import prime_runs._records.access as _records
-from prime_runs._records.jsonio import LARGE_DECODE, decode_record
+from prime_runs._records.jsonio import decode_record, is_utf8
 
 __all__ = ["RunSummary", "SummaryAccumulator", "from_encoded", "from_episodes"]
 
@@ -207,17 +207,15 @@ _LINE = msgspec.json.Decoder(_LineFields)
 
 
 def _read_line(data: bytes) -> tuple[bool, list[_Scored]]:
-    """``_read`` of the record on a JSON line, from the fields it reads alone. Raises
-    ``_NotAsStored`` where the whole decode must judge: a line that is not a record of
-    plain dicts and finite numbers, not strict JSON, or not valid UTF-8 (msgspec does not
-    check the text of what it skips), and a large line (checking its text would copy it)."""
-    if len(data) > LARGE_DECODE:
+    """``_read`` of the record on a JSON line, from the fields it reads alone, at any size
+    (a large line's long strings are never built). Raises ``_NotAsStored`` where the whole
+    decode must judge: a line that is not a record of plain dicts and finite numbers, not
+    strict JSON, or not valid UTF-8 (msgspec does not check the text of what it skips)."""
+    if not (data.isascii() or is_utf8(data)):
         raise _NotAsStored
     try:
-        if not data.isascii():
-            data.decode("utf-8")
         fields = _LINE.decode(data)
-    except (msgspec.DecodeError, msgspec.ValidationError, UnicodeDecodeError, RecursionError):
+    except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):
         raise _NotAsStored from None
     return _read_stored(fields)
 

@@ -16,6 +16,7 @@ in value.
 
 from __future__ import annotations
 
+import codecs
 import json
 import math
 import threading
@@ -103,6 +104,26 @@ def encode_json_lenient(value: Any) -> tuple[bytes, bool]:
         if not is_nonfinite_error(error):
             raise
     return encode_json(sanitize_nonfinite(value)), True
+
+
+_TEXT_CHUNK = 1024 * 1024  # text checked a chunk at a time: no copy or str of the whole
+
+
+def is_utf8(data: bytes | memoryview) -> bool:
+    """Whether ``data`` is valid UTF-8 (a decode would accept its bytes), checked without
+    a ``str`` or a copy of the whole."""
+    view = memoryview(data)
+    try:
+        if len(view) <= _TEXT_CHUNK:
+            str(view, "utf-8")
+            return True
+        decoder = codecs.getincrementaldecoder("utf-8")()  # a character may span two chunks
+        for at in range(0, len(view), _TEXT_CHUNK):
+            decoder.decode(view[at : at + _TEXT_CHUNK])
+        decoder.decode(b"", final=True)
+    except UnicodeDecodeError:
+        return False
+    return True
 
 
 def encode_record(value: Any) -> bytes:

@@ -17,11 +17,12 @@ holds, and callers fall back to a whole decode when one does (:func:`is_slot`).
 
 from __future__ import annotations
 
-import codecs
 import re
 import uuid
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
+
+from prime_runs._records.jsonio import is_utf8
 
 __all__ = [
     "LONG_STRING",
@@ -110,17 +111,11 @@ def _plain(literal: memoryview) -> bool:
     """A literal a whole decode reads as is: no refused byte or escape, valid UTF-8."""
     if _REFUSED_ESCAPE.search(literal):
         return False
-    decoder = codecs.getincrementaldecoder("utf-8")()
-    try:
-        for at in range(0, len(literal), _CHECK_CHUNK):
-            chunk = literal[at : at + _CHECK_CHUNK].tobytes()
-            if len(chunk.translate(None, _CONTROL)) != len(chunk):
-                return False
-            decoder.decode(chunk)
-        decoder.decode(b"", final=True)
-    except UnicodeDecodeError:
-        return False
-    return True
+    for at in range(0, len(literal), _CHECK_CHUNK):
+        chunk = literal[at : at + _CHECK_CHUNK].tobytes()
+        if len(chunk.translate(None, _CONTROL)) != len(chunk):
+            return False
+    return is_utf8(literal)
 
 
 Part = bytes | memoryview
