@@ -170,7 +170,7 @@ After = Callable[[Any, dict[str, str]], dict[str, Any]]
 
 
 @contextlib.contextmanager
-def _no_gc_pauses() -> Iterator[None]:
+def no_gc_pauses() -> Iterator[None]:
     """The stand-in keeps every upload as Python objects; the cyclic collector would walk
     them again and again (it more than doubled the time to store a run), which is the
     stand-in's cost, not the client's. Reference counting still frees what it drops."""
@@ -214,7 +214,7 @@ def run_child(
         if side in NETWORKED:
             from prime_runs.testing import StandInPlatform
 
-            with StandInPlatform() as stand_in, _no_gc_pauses():
+            with StandInPlatform() as stand_in, no_gc_pauses():
                 env = child_env(home, {**stand_in.env(), **own})
                 # The harness idles while the child runs: its CPU is the stand-in's.
                 cpu0 = time.process_time()

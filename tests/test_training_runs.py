@@ -183,11 +183,15 @@ def test_bad_metrics_input_is_a_typed_error(prime_env):
     run = train()  # on_error="warn": reported and counted, never raised
     run.log_metrics([1, 2])
     run.log_metrics({"loss": 1.0}, step=0)
+    run.log_metrics({"loss": 2.0, "blob": object()}, step=1)  # refused whole, not half sent
     run.finish()
     run.log_metrics({"loss": 1.0}, step=9)
-    assert run.dropped_records == 2  # one refused as bad input, one logged after finish()
+    assert run.dropped_records == 3  # two refused as bad input, one logged after finish()
     assert any("metrics must be a mapping" in e for e in run.errors)
+    assert any("metrics are not JSON" in e for e in run.errors)
     assert sorted(prime_env.training_steps(run.id)) == [0]
+    (journal,) = Path(str(run.archive_path)).glob("train_metrics-*.jsonl")
+    assert [json.loads(line)["metrics"]["step"] for line in journal.read_text().splitlines()] == [0]
 
 
 class Scalar:

@@ -34,7 +34,7 @@ from prime_runs._delivery.metrics import DELIVERY_SUFFIX, KIND, PAUSE, MetricsJo
 from prime_runs._journal.archive import RunArchive
 from prime_runs._plural import quantity
 from prime_runs._records.item import Item, Outcome
-from prime_runs._records.jsonio import encode_json
+from prime_runs._records.jsonio import encode_record
 from prime_runs._runs.accounting import RAISE
 from prime_runs._runs.handling import refuse_bad, refuse_late
 from prime_runs._runs.state import RunState
@@ -91,7 +91,6 @@ class TrainingSide:
             self.delivery.attach([MetricsSink(platform, state.run_id, owns_client=False)])
         elif expect:  # a raw run span's run, registering: rows wait for the sink
             self.delivery.expect([SINK_NAME])
-        self.last_step: int | None = None
         _sides.add(self)
 
     def registered(self, platform: TrainingPlatform, run_id: str, local_id: str) -> None:
@@ -105,12 +104,13 @@ class TrainingSide:
         self.delivery.forget_expected()
 
     def log(self, row: dict[str, Any], step: int | None) -> None:
-        """Send ``row`` (from ``clean_metrics``) as the metrics of ``step``."""
+        """Send ``row`` (from ``finite_row``) as the metrics of ``step``; ``RecordError``,
+        with nothing sent, when it is no JSON."""
         if step is not None:
             row.setdefault("step", step)
-            self.last_step = step
         row.setdefault("_timestamp", time.time())
-        body = encode_json({"run_id": self.run_id, "metrics": row})
+        # Encoded once, by the records' encoder: this encode is the row's JSON check too.
+        body = _encoded({"run_id": self.run_id, "metrics": row})
         seq = None
         if self.journal is not None:
             try:
@@ -172,9 +172,16 @@ class TrainingSide:
 _DROP = object()
 
 
+_SCALARS = frozenset({int, str, bool, type(None)})
+
+
 def _finite(value: Any) -> Any:
     """``value`` without NaN/infinity anywhere inside (strict JSON has none; 0.1.4 drops
     them too), scalars of array libraries as plain numbers, or ``_DROP``."""
+    if value.__class__ is float:  # a row's usual values first: no attribute lookups
+        return value if math.isfinite(value) else _DROP
+    if value.__class__ in _SCALARS:
+        return value
     item = getattr(value, "item", None)
     if callable(item) and not isinstance(value, (str, bytes, Mapping, list, tuple)):
         try:
@@ -191,19 +198,30 @@ def _finite(value: Any) -> Any:
     return value
 
 
-def clean_metrics(values: object) -> dict[str, Any]:
-    """A copy of ``values`` ready to send; ``RecordError`` for what is no metrics row."""
+def finite_row(values: object) -> dict[str, Any]:
+    """A copy of ``values`` without non-finite numbers, not yet checked to be JSON;
+    ``RecordError`` for what is no mapping of metric names."""
     if not isinstance(values, Mapping):
         raise RecordError(f"metrics must be a mapping, not {type(values).__name__}")
     bad = [k for k in values if not isinstance(k, str)]
     if bad:
         raise RecordError(f"metric names must be strings, got {type(bad[0]).__name__}")
-    row = _finite(values)
+    row: dict[str, Any] = _finite(values)
+    return row
+
+
+def _encoded(value: Any) -> bytes:
     try:
-        encode_json(row)
+        return encode_record(value)
     except (TypeError, ValueError) as exc:
         raise RecordError(f"metrics are not JSON: {exc}") from None
-    return dict(row)
+
+
+def clean_metrics(values: object) -> dict[str, Any]:
+    """A copy of ``values`` ready to send; ``RecordError`` for what is no metrics row."""
+    row = finite_row(values)
+    _encoded(row)
+    return row
 
 
 def side_of(state: RunState | None) -> TrainingSide | None:
@@ -266,11 +284,9 @@ def log_metrics(state: RunState | None, values: object, step: object) -> None:
             refuse_eval_row(state)  # an evaluation has no metrics rows
             return
         try:
-            row = clean_metrics(values)
+            side.log(finite_row(values), step)
         except RecordError as exc:
             refuse_bad(state, exc, "a metrics row")
-            return
-        side.log(row, step)
     except RecordError:
         raise
     except Exception as exc:  # nothing the SDK does is fatal to the producer
