@@ -67,7 +67,7 @@ def check_kind(kind: object, training: object) -> TrainingSpec | None:
 
 
 class TrainingSide:
-    """A training run's metrics: journal, delivery, the step last logged. Thread-safe."""
+    """A training run's metrics: journal and delivery. Thread-safe."""
 
     def __init__(
         self,
