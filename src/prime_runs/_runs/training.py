@@ -104,8 +104,8 @@ class TrainingSide:
         self.delivery.forget_expected()
 
     def log(self, row: dict[str, Any], step: int | None) -> None:
-        """Send ``row`` (from ``finite_row``) as the metrics of ``step``; ``RecordError``,
-        with nothing sent, when it is no JSON."""
+        """Send ``row`` (``clean_metrics(checked=False)``) as the metrics of ``step``;
+        ``RecordError``, with nothing sent, when it is no JSON."""
         if step is not None:
             row.setdefault("step", step)
         row.setdefault("_timestamp", time.time())
@@ -170,8 +170,6 @@ class TrainingSide:
 
 
 _DROP = object()
-
-
 _SCALARS = frozenset({int, str, bool, type(None)})
 
 
@@ -198,15 +196,17 @@ def _finite(value: Any) -> Any:
     return value
 
 
-def finite_row(values: object) -> dict[str, Any]:
-    """A copy of ``values`` without non-finite numbers, not yet checked to be JSON;
-    ``RecordError`` for what is no mapping of metric names."""
+def clean_metrics(values: object, *, checked: bool = True) -> dict[str, Any]:
+    """A copy of ``values`` ready to send; ``RecordError`` for what is no metrics row.
+    ``checked=False`` leaves the JSON check to the caller's encode (``TrainingSide.log``)."""
     if not isinstance(values, Mapping):
         raise RecordError(f"metrics must be a mapping, not {type(values).__name__}")
     bad = [k for k in values if not isinstance(k, str)]
     if bad:
         raise RecordError(f"metric names must be strings, got {type(bad[0]).__name__}")
     row: dict[str, Any] = _finite(values)
+    if checked:
+        _encoded(row)
     return row
 
 
@@ -215,13 +215,6 @@ def _encoded(value: Any) -> bytes:
         return encode_record(value)
     except (TypeError, ValueError) as exc:
         raise RecordError(f"metrics are not JSON: {exc}") from None
-
-
-def clean_metrics(values: object) -> dict[str, Any]:
-    """A copy of ``values`` ready to send; ``RecordError`` for what is no metrics row."""
-    row = finite_row(values)
-    _encoded(row)
-    return row
 
 
 def side_of(state: RunState | None) -> TrainingSide | None:
@@ -284,7 +277,7 @@ def log_metrics(state: RunState | None, values: object, step: object) -> None:
             refuse_eval_row(state)  # an evaluation has no metrics rows
             return
         try:
-            side.log(finite_row(values), step)
+            side.log(clean_metrics(values, checked=False), step)
         except RecordError as exc:
             refuse_bad(state, exc, "a metrics row")
     except RecordError:
