@@ -43,8 +43,13 @@ def _result(data: dict[str, Any]) -> None:
     print("@@RESULT " + json.dumps(data), flush=True)
 
 
-def _work(iterations: int) -> int:
-    """The producer's own CPU work: pure Python, so it holds the GIL throughout."""
+def _work(iterations: int, asleep: float = 0.0) -> int:
+    """The producer's own CPU work: pure Python, so it holds the GIL throughout; or, with
+    ``asleep``, that many seconds of waiting with the GIL released (a model call awaited, a
+    GPU step)."""
+    if asleep:
+        time.sleep(asleep)
+        return 0
     total = 0
     for i in range(iterations):
         total += i * i % 7
@@ -85,10 +90,10 @@ def _percentiles(values: list[float]) -> dict[str, float]:
     return {"p50": at(0.50), "p99": at(0.99), "max": ordered[-1], "mean": sum(values) / len(values)}
 
 
-def _baseline(payloads: list[Any], iterations: int) -> float:
+def _baseline(payloads: list[Any], iterations: int, asleep: float) -> float:
     start = time.perf_counter()
     for _ in payloads:
-        _work(iterations)
+        _work(iterations, asleep)
     return time.perf_counter() - start
 
 
@@ -122,7 +127,12 @@ def throughput(side: Any, payloads: list[Any]) -> dict[str, Any]:
 
 
 def producer(
-    side: Any, payloads: list[Any], sizes: list[str], iterations: int, outage: bool
+    side: Any,
+    payloads: list[Any],
+    sizes: list[str],
+    iterations: int,
+    outage: bool,
+    asleep: float = 0.0,
 ) -> dict[str, Any]:
     # Encode-once times for the same records, measured apart from any loop.
     encode_s = []
@@ -130,7 +140,7 @@ def producer(
         start = time.perf_counter()
         encode(as_record(payload))
         encode_s.append(time.perf_counter() - start)
-    before = _baseline(payloads, iterations)
+    before = _baseline(payloads, iterations, asleep)
 
     info = side.start()
     if outage:
@@ -138,7 +148,7 @@ def producer(
     latencies = []
     start = time.perf_counter()
     for payload in payloads:
-        _work(iterations)
+        _work(iterations, asleep)
         t = time.perf_counter()
         side.log(payload)
         latencies.append(time.perf_counter() - t)
@@ -147,7 +157,7 @@ def producer(
         _checkpoint("recover")
     flushed = side.flush(600.0)
     counters = side.finish()
-    after = _baseline(payloads, iterations)
+    after = _baseline(payloads, iterations, asleep)
 
     baseline_s = min(before, after)
     by_size: dict[str, dict[str, float]] = {}
@@ -261,7 +271,8 @@ def main() -> None:
         result = throughput(side, payloads)
     elif scenario in ("producer", "outage"):
         sizes = [episode.size for episode in episodes]
-        result = producer(side, payloads, sizes, params["work_iters"], scenario == "outage")
+        asleep = params.get("work_asleep_s", 0.0)
+        result = producer(side, payloads, sizes, params["work_iters"], scenario == "outage", asleep)
     else:
         raise SystemExit(f"unknown scenario {scenario!r}")
     result["bytes"] = sum(episode.nbytes for episode in episodes)

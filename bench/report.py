@@ -194,6 +194,12 @@ def _workload_line(params: dict[str, Any]) -> str:
     return ", ".join(f"{name} {mb:.0f} MB of JSON" for name, mb in sized.items()) or "none run"
 
 
+def _work_line(params: dict[str, Any]) -> str:
+    if params.get("work_asleep"):
+        return "asleep: the GIL released, as an awaited model call"
+    return f"{params['work_iters']:,} iterations of Python"
+
+
 def render(results: dict[str, Any]) -> str:
     """The tables of a results file (version 1 figures are recomputed from its raw runs)."""
     if results.get("kind") == "growth":
@@ -204,7 +210,7 @@ def render(results: dict[str, Any]) -> str:
         _machine(results["machine"]),
         f"Workloads: {params['episodes']:,} episodes each ({_workload_line(params)}), "
         f"{params['runs']} run(s) per figure (median), producer work {params['work_ms']} ms "
-        f"per episode ({params['work_iters']:,} iterations), bursts "
+        f"per episode ({_work_line(params)}), bursts "
         f"{', '.join(f'{b:,}' for b in params['bursts'])} ~5 KB episodes "
         f"(time box {params['timebox']:.0f} s)",
     ]

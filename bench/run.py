@@ -42,6 +42,12 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--episodes", type=int, help="workload size; default 2000, quick 200")
     parser.add_argument("--bursts", help="comma-separated burst sizes; default 25000,50000,100000")
     parser.add_argument("--work-ms", type=float, default=2.0, help="producer work per episode")
+    parser.add_argument(
+        "--work-asleep",
+        action="store_true",
+        help="the producer's work waits (GIL released, as an awaited model call) instead of "
+        "computing in Python",
+    )
     parser.add_argument("--timebox", type=float, help="seconds a burst may take; default 30")
     parser.add_argument("--sides", help=f"default {','.join(figures.SIDES)}")
     parser.add_argument("--scenarios", default=",".join(SCENARIOS))
@@ -120,6 +126,8 @@ def _plan(args: argparse.Namespace) -> tuple[Plan, dict]:
                         continue
                     salt += 1
                     params = {"count": episodes, "work_iters": work_iters, "salt": salt}
+                    if args.work_asleep:
+                        params["work_asleep_s"] = args.work_ms / 1000.0
                     plan.append((rep, scenario, side, {**params, "workload": workload, **extra}))
     if "burst" in scenarios:
         # Memory is not noisy the way time is: one run per burst size.
@@ -136,6 +144,7 @@ def _plan(args: argparse.Namespace) -> tuple[Plan, dict]:
         "timebox": timebox,
         "work_ms": args.work_ms,
         "work_iters": work_iters,
+        "work_asleep": args.work_asleep,
         "sides": sides,
         "scenarios": scenarios,
         "quick": args.quick,

@@ -52,6 +52,29 @@ def _ledger(n: int) -> Ledger:
     return ledger
 
 
+def test_a_steady_producer_is_served_a_batch_per_schedule_delay(
+    prime_env: StandInPlatform, burst: Callable[[int], list[dict]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A record every millisecond, quicker than a request: a worker that went on claiming
+    # while records came would send them in a trickle of a few a request.
+    monkeypatch.setenv("OTEL_BSP_SCHEDULE_DELAY", "300")
+    records = burst(400)
+    run = pr.init(name="steady", environments=["gsm8k"], model="m", framework="f")
+    started = time.monotonic()
+    for record in records:
+        run.log_episodes(record)
+        time.sleep(0.001)
+    assert _stored_within(prime_env, run.id, len(records), 30.0)  # no flush: the workers
+    batches = len(prime_env.receipts)
+    elapsed = time.monotonic() - started
+    # About one batch per delay (a slow machine stretches the loop, and so the count).
+    assert batches <= elapsed / 0.3 + 2, (batches, elapsed)
+    run.finish(timeout=60)
+    assert Counter(r["sample_id"] for r in prime_env.samples(run.id)) == Counter(
+        r["id"] for r in records
+    )
+
+
 def test_a_workers_claim_skips_records_another_delivery_holds() -> None:
     ledger = _ledger(10)
     held = ledger.claim("traces", [2, 3])  # a user's exporter holds these

@@ -161,16 +161,20 @@ class Delivery:
         claim = lambda: self._stamped(self.ledger.claim(sink, remaining, **limits))  # noqa: E731
         return self._deliver_claims(channel, claim, until)
 
-    def serve(self, sink: str, until: float) -> bool:
+    def serve(self, sink: str, until: float, *, drain: bool = True) -> bool:
         """The sink's worker: deliver the oldest records waiting for ``sink`` until none is
-        left or ``until`` passes; False when some stay owed (a back-off, out of time)."""
+        left or ``until`` passes; False when some stay owed (a back-off, out of time).
+        ``drain=False``: stop once a claim took every record waiting, so those logged
+        during its request wait for the next batch rather than leave in a trickle of
+        small requests."""
         channel = self.channels.get(sink)
         if channel is None or channel.retired is not None:
             return True  # not attached yet (``attach`` wakes the worker), or stopped
         claim = lambda: self._stamped(  # noqa: E731
             self.ledger.claim(sink, max_items=BATCH_ITEMS, max_bytes=BATCH_BYTES)
         )
-        return self._deliver_claims(channel, claim, until)
+        backlog = None if drain else (lambda: self.ledger.claimable(sink))
+        return self._deliver_claims(channel, claim, until, backlog)
 
     def _stamped(self, items: list[Item]) -> list[Item]:
         restamp = self._restamp
@@ -179,10 +183,15 @@ class Delivery:
         return [restamp.item(item) for item in items]
 
     def _deliver_claims(
-        self, channel: Channel, claim: Callable[[], list[Item]], until: float
+        self,
+        channel: Channel,
+        claim: Callable[[], list[Item]],
+        until: float,
+        backlog: Callable[[], bool] | None = None,
     ) -> bool:
         """Deliver what ``claim`` gives until it gives nothing or ``until`` passes (and the
-        records the channel keeps for a resend); False when some are not stored (yet)."""
+        records the channel keeps for a resend); False when some are not stored (yet).
+        ``backlog``: after a claim, whether records it left wait; if not, stop after it."""
         # A request may take MIN_ATTEMPT_TIMEOUT whatever is left: none starts later than
         # that before ``until`` (but one, when the whole budget is shorter), so an export
         # ends by its time. What is not sent stays owed.
@@ -199,12 +208,15 @@ class Delivery:
                 return True
             ok = True
             while True:
+                more = backlog is None or backlog()
                 ok = not channel.deliver(items, until).unsent and ok
                 # Let this batch (and its outcome) go before the next claim reads records
                 # back: a sink holds one claim's records, not two.
                 items = []
                 if time.monotonic() >= until:
                     return False  # out of time: what is left stays owed
+                if not more:
+                    return ok and not channel.held()
                 items = claim()
                 if not items:
                     return ok and not channel.held()

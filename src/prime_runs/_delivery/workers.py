@@ -7,9 +7,12 @@ registered run's waiting records from its ledger and sends them through the run'
 is one engine: no second set of threads at the end, and nothing queued beside the ledger
 that could drop, go stale or fill.
 
-A worker lets a batch fill for ``OTEL_BSP_SCHEDULE_DELAY`` ms after the first record of an
-idle spell (a few large requests cost far less than one per record), then delivers until
-nothing is claimable; each run's share of a pass is bounded by ``OTEL_BSP_EXPORT_TIMEOUT``.
+A worker lets a batch fill for ``OTEL_BSP_SCHEDULE_DELAY`` ms (a few large requests cost far
+less than one per record), then delivers what waits: a backlog in batches one after the
+other, but what was logged during the last request waits for the next batch, so a producer
+that logs steadily is served one request per delay, not a trickle of small ones. A flush
+(:func:`kick` with ``rush``) skips the delay and delivers to the last record. Each run's
+share of a pass is bounded by ``OTEL_BSP_EXPORT_TIMEOUT``.
 Records it could not send (a back-off, a request in doubt) are looked at again after
 ``RETRY_PAUSE``. The threads live as long as the process (daemon threads, started on the
 first record); a forked child starts its own.
@@ -73,9 +76,10 @@ class Worker:
             self._work.wait()
             self._let_fill()
             self._work.clear()
+            rushed = self._rush.is_set()  # a flush waits: deliver to the last record
             self._rush.clear()
             try:
-                owed = self.serve_all()
+                owed = self.serve_all(drain=rushed)
             except Exception:  # the engine outlives a bug in one run's delivery
                 logger.exception("prime-runs: the %s worker failed a pass", self.sink)
                 owed = True
@@ -93,12 +97,13 @@ class Worker:
                 return
             self._rush.wait(min(left, 1.0))
 
-    def serve_all(self) -> bool:
-        """One pass over every run's waiting records; True when some stay owed."""
+    def serve_all(self, *, drain: bool = False) -> bool:
+        """One pass over every run's waiting records; True when some stay owed. Without
+        ``drain``, a run's records logged during its last request wait for the next pass."""
         owed = False
         for delivery in _registry.deliveries():
             until = time.monotonic() + export_timeout()
-            owed = not delivery.serve(self.sink, until) or owed
+            owed = not delivery.serve(self.sink, until, drain=drain) or owed
         return owed
 
 

@@ -302,6 +302,11 @@ class Ledger:
         with self._cond:
             return self._count.get(sink, 0)
 
+    def claimable(self, sink: str) -> bool:
+        """Whether a record waits for ``sink`` that no delivery holds."""
+        with self._cond:
+            return self._count.get(sink, 0) > len(self._busy.get(sink, ()))
+
     def wait_change(self, timeout: float) -> None:
         """Wait (at most ``timeout``) for a settle or release."""
         with self._cond:
