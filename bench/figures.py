@@ -76,6 +76,8 @@ def _per_run(scenario: str, result: dict[str, Any]) -> dict[str, float]:
             f"{prefix}p99_over_encode": latency["p99"] / max(result["encode"]["p99"], 1e-9),
             f"{prefix}acked_pct": 100.0 * _acked(result) / result["episodes"],
         }
+        if "sdk_cpu_s" in result:
+            figures[f"{prefix}sdk_cpu_per_1k"] = 1000.0 * result["sdk_cpu_s"] / result["episodes"]
         requests = (result.get("platform") or {}).get("requests")
         if requests is not None:
             figures[f"{prefix}requests_per_1k"] = 1000.0 * requests / result["episodes"]

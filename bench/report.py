@@ -19,6 +19,7 @@ ROWS: tuple[tuple[str, str, str], ...] = (
     ("2", "max_ms", "log call max, ms"),
     ("2", "p99_over_encode", "log call p99 / encode-once p99"),
     ("2", "requests_per_1k", "HTTP requests per 1,000 episodes in that loop"),
+    ("2", "sdk_cpu_per_1k", "CPU s per 1,000 episodes in that loop, beyond the loop's own"),
     ("3", "outage_slowdown_pct", "slowdown during a 503 outage, %"),
     ("3", "outage_p99_ms", "log call p99 during a 503 outage, ms"),
     ("3", "outage_max_ms", "log call max during a 503 outage, ms"),
