@@ -173,8 +173,7 @@ class Delivery:
         claim = lambda: self._stamped(  # noqa: E731
             self.ledger.claim(sink, max_items=BATCH_ITEMS, max_bytes=BATCH_BYTES)
         )
-        backlog = None if drain else (lambda: self.ledger.claimable(sink))
-        return self._deliver_claims(channel, claim, until, backlog)
+        return self._deliver_claims(channel, claim, until, drain=drain)
 
     def _stamped(self, items: list[Item]) -> list[Item]:
         restamp = self._restamp
@@ -187,11 +186,12 @@ class Delivery:
         channel: Channel,
         claim: Callable[[], list[Item]],
         until: float,
-        backlog: Callable[[], bool] | None = None,
+        *,
+        drain: bool = True,
     ) -> bool:
         """Deliver what ``claim`` gives until it gives nothing or ``until`` passes (and the
         records the channel keeps for a resend); False when some are not stored (yet).
-        ``backlog``: after a claim, whether records it left wait; if not, stop after it."""
+        ``drain=False``: stop after a claim that left no record waiting."""
         # A request may take MIN_ATTEMPT_TIMEOUT whatever is left: none starts later than
         # that before ``until`` (but one, when the whole budget is shorter), so an export
         # ends by its time. What is not sent stays owed.
@@ -208,7 +208,7 @@ class Delivery:
                 return True
             ok = True
             while True:
-                more = backlog is None or backlog()
+                more = drain or self.ledger.claimable(channel.name)
                 ok = not channel.deliver(items, until).unsent and ok
                 # Let this batch (and its outcome) go before the next claim reads records
                 # back: a sink holds one claim's records, not two.
