@@ -22,10 +22,10 @@ from prime_runs._runs.argcheck import check_arguments
 from prime_runs._runs.compat014 import apply_opt_out, disabled_config
 from prime_runs._runs.handling import run_span_attributes
 from prime_runs._runs.join import context_to_join, shared_join
-from prime_runs._runs.opening import RunOptions, check_on_error
+from prime_runs._runs.opening import open_run
+from prime_runs._runs.options import RunOptions, check_on_error
 from prime_runs._runs.state import RunState
 from prime_runs._runs.training import check_kind
-from prime_runs._runs.training_open import open_run
 from prime_runs._version import __version__
 from prime_runs.errors import AmbiguousRunError, ConfigurationError, RunFinishedError
 from prime_runs.processor import STATE_KEY, RunProcessor

@@ -25,7 +25,7 @@ from prime_runs._journal.runinfo import RunInfo, inspect
 from prime_runs._progress import Progress
 from prime_runs._report import add_parser as add_report_parser
 from prime_runs._report import run_command as run_report
-from prime_runs._runs.opening import archive_root
+from prime_runs._runs.options import archive_root
 from prime_runs._runs.register_once import fill_in
 from prime_runs._show import episode_rewards, render_ls, render_show
 from prime_runs._show_training import EpisodeTally, episode_lines, is_training, metric_lines

@@ -43,10 +43,10 @@ from prime_runs._runs.limits import (
     dropped_message,
     events_message,
 )
+from prime_runs._runs.opening import open_raw_run
 from prime_runs._runs.spanrun import ending_of, options_of
 from prime_runs._runs.state import RunState
 from prime_runs._runs.training import log_steps
-from prime_runs._runs.training_open import open_raw_run
 from prime_runs._served_joins import ServedJoins
 from prime_runs.errors import PrimeRunsError
 from prime_runs.sampling import note_run_ended, note_run_started

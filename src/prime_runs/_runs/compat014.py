@@ -11,7 +11,7 @@ from typing import Any
 
 from prime_runs._runs.accounting import RAISE
 from prime_runs._runs.config import capture_config
-from prime_runs._runs.opening import RunOptions
+from prime_runs._runs.options import RunOptions
 from prime_runs._runs.state import RunState
 from prime_runs._runs.training import clean_metrics
 from prime_runs.errors import ConfigurationError, RecordError, RunFinishedError

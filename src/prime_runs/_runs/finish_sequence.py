@@ -3,7 +3,8 @@
 ``RunState`` takes these steps from ``FinishSequence``; they run on the object the rest of
 the run's engine (``_runs/state``: identity, log calls, sink outcomes) keeps. How long each
 waits is decided in ``_runs/finishing``. ``LogGate`` keeps log calls out once ``finish()``
-has begun.
+has begun; ``Pending`` is a registration under way (``_runs/registering``), which they wait
+for within their deadlines.
 """
 
 from __future__ import annotations
@@ -26,10 +27,41 @@ if TYPE_CHECKING:
     from prime_runs._journal.archive import RunArchive
     from prime_runs._journal.journal import Journal
     from prime_runs._runs.accounting import Counters
-    from prime_runs._runs.latch import Pending
     from prime_runs._runs.state import Closer, Identity, RunState
     from prime_runs.exporters._channel import Channel
     from prime_runs.metrics import SummaryAccumulator
+
+
+class Pending:
+    """Thread-safe. The worker calls ``apply``; the waiter ``wait`` (keeps it open) or
+    ``settle`` (closes it: a later ``apply`` does nothing)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._done = threading.Event()
+        self._closed = False
+
+    def apply(self, change: Callable[[], None]) -> bool:
+        """Run ``change`` unless the waiter gave up; whether it ran."""
+        with self._lock:
+            if self._closed:
+                return False
+            try:
+                change()
+            finally:
+                self._done.set()
+            return True
+
+    def wait(self, until: float) -> bool:
+        """Wait until ``until`` (``time.monotonic()``) for the outcome; whether it came."""
+        return self._done.wait(max(0.0, until - time.monotonic()))
+
+    def settle(self, until: float) -> bool:
+        """``wait``, then close: whether the outcome came (it never will after this)."""
+        self.wait(until)
+        with self._lock:
+            self._closed = True
+            return self._done.is_set()
 
 
 class FinishSequence:

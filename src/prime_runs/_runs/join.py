@@ -32,7 +32,8 @@ from prime_runs._delivery.provenance import upload_context
 from prime_runs._journal.archive import RunArchive
 from prime_runs._plural import quantity
 from prime_runs._runid import check_run_id
-from prime_runs._runs.opening import RunOptions, archive_root, wire_sinks
+from prime_runs._runs.eval_kind import wire_sinks
+from prime_runs._runs.options import RunOptions, archive_root
 from prime_runs._runs.state import Identity, RunState
 from prime_runs._runs.training import TrainingSide
 from prime_runs.errors import ConfigurationError

@@ -1,257 +1,161 @@
-"""What opening any run needs: its options, settings and config, its description and
-archive, its close-out and sinks. An evaluation opens in ``_runs/eval_open``, a training
-run in ``_runs/training_open``."""
+"""Opening a run, the one way for every kind: offline; online, registered within
+``register_timeout``; online past it, registered when the platform answers; and a raw
+``run`` span's, registered off the thread that started the span (``_runs/registering``).
+
+What differs between an evaluation and a training run is its ``Kind``
+(``_runs/eval_kind``, ``_runs/train_kind``): how it is described, registered, given its
+sinks and closed, and what a failed registration means (an evaluation goes on offline, a
+training run must not run unregistered).
+"""
 
 from __future__ import annotations
 
-import dataclasses
-import logging
-import os
-import reprlib
-import secrets
-import time
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any, ParamSpec
+from collections.abc import Callable
+from typing import Any, Protocol, TypeVar
 
-import prime_runs._runs.coverage as _coverage
-from prime_runs._delivery.provenance import upload_context
-from prime_runs._journal.archive import RunArchive
-from prime_runs._runs.accounting import RAISE
-from prime_runs._runs.argcheck import check_arguments
-from prime_runs._runs.config import capture_config
-from prime_runs._runs.state import WARN, Closer, RunState
-from prime_runs._version import __version__
-from prime_runs.errors import ConfigurationError
-from prime_runs.exporters._sinks import build_sinks
-from prime_runs.platform.environments import coerce_environments
-from prime_runs.platform.lifecycle import OnlineLifecycle, Registration, RunDescription
-from prime_runs.settings import API_KEY_ENV, DIR_ENV, DISABLED, MODE_ENV, OFFLINE, Settings
-from prime_runs.status import RunStatus
-
-logger = logging.getLogger("prime_runs")
-
-DEFAULT_DIR = "prime-runs"
-
-P = ParamSpec("P")
+from prime_runs._runs.eval_kind import EvalKind
+from prime_runs._runs.options import RunOptions, archive_root, resolve
+from prime_runs._runs.registering import (
+    Attempt,
+    Registered,
+    begin,
+    landed,
+    note_intent,
+    record_platform,
+    say_registered,
+    warn_late,
+)
+from prime_runs._runs.state import RunState
+from prime_runs._runs.train_kind import TrainKind
+from prime_runs._runs.training import check_kind
+from prime_runs.platform.training import TRAIN
+from prime_runs.settings import DISABLED, OFFLINE, ONLINE, Settings, register_timeout
 
 
-@dataclass
-class RunOptions:
-    """Everything ``init()`` was given."""
+class Registration(Protocol):
+    """The platform's run, whatever its kind."""
 
-    name: str | None = None
-    environments: Sequence[object] | None = None
-    model: str | None = None
-    framework: str | None = None
-    config: object = None
-    description: str | None = None
-    tags: Sequence[str] = field(default_factory=list)
-    team_id: str | None = None
-    id: str | None = None
-    mode: str | None = None
-    dir: str | os.PathLike[str] | None = None
-    on_error: str = WARN
-    api_key: str | None = None
-    base_url: str | None = None
-    traces: bool = True
-    samples: bool = True
-    journal: bool = True
-    # The run's OpenTelemetry Resource, as upload provenance (``_provenance``).
-    resource: Mapping[str, str] = field(default_factory=dict)
-    from_span: bool = False  # a raw `run` span, not init(): hints name span attributes
-    # A training run (kind="train", training=TrainingSpec) opens in _training_open.
-    kind: str = "eval"
-    training: object = None
-    # How long init() waits for the platform to register the run (None: the setting's
-    # default, see ``settings.register_timeout``); raw spans never wait.
-    register_timeout: float | None = None
+    @property
+    def id(self) -> str: ...
+    @property
+    def name(self) -> str: ...
+    @property
+    def url(self) -> str | None: ...
 
 
-def environments_hint(opts: RunOptions) -> str:
-    if opts.from_span:
-        return "set the run span's prime.run.environments attribute (a list of names)"
-    return "pass environments=[...] to init()"
+R = TypeVar("R", bound=Registration)
 
 
-def archive_root(dir: str | os.PathLike[str] | None) -> Path:
-    """``dir=`` > ``PRIME_RUNS_DIR`` > ``./prime-runs``."""
-    chosen = dir if dir is not None else (os.environ.get(DIR_ENV) or "").strip() or DEFAULT_DIR
-    return Path(chosen)
+class Kind(Protocol[R]):
+    """One run's kind, made for one opening (it keeps the platform client it connects)."""
+
+    opts: RunOptions
+    settings: Settings
+
+    @property
+    def on_offline(self) -> Callable[[], None] | None: ...  # lets go of what waited for it
+
+    def offline(self) -> RunState: ...
+    def check_online(self) -> None: ...  # what the platform requires, before any request
+    def connect(self) -> None: ...  # the platform client(s)
+    def release(self) -> None: ...
+    def attach(self) -> R: ...
+    def request(self) -> Callable[[], R]: ...  # the create, its body checked now
+    def failed(self, exc: BaseException) -> RunState: ...  # raises, or goes on offline
+    def online(self, registration: R) -> RunState: ...
+    def local(self) -> RunState: ...  # under a local id, its records held for the sinks
+    def registered(self, state: RunState, registration: R) -> Registered: ...
+    def not_registered(self, state: RunState, exc: BaseException) -> None: ...
+    def create(self, state: RunState) -> R: ...  # a raw span's, registered once
 
 
-def local_run_id() -> str:
-    return time.strftime("run-%Y%m%d-%H%M%S-", time.gmtime()) + secrets.token_hex(4)
-
-
-def check_on_error(on_error: object) -> str:
-    if not isinstance(on_error, str) or on_error not in (WARN, RAISE):
-        raise ConfigurationError(
-            f"on_error={reprlib.repr(on_error)} is not valid; use 'warn' or 'raise'"
-        )
-    return on_error
-
-
-def resolve(opts: RunOptions) -> tuple[Settings, dict[str, Any], list[Any]]:
-    """Validate every input before anything is created (errors here always propagate)."""
-    # Not asdict(): that deep-copies config=, which may be any object.
-    check_arguments({f.name: getattr(opts, f.name) for f in dataclasses.fields(opts)})
-    check_on_error(opts.on_error)
-    settings = Settings.resolve(
-        api_key=opts.api_key, team_id=opts.team_id, base_url=opts.base_url, mode=opts.mode
-    )
+def _kind(opts: RunOptions) -> Kind[Any] | None:
+    """The kind ``opts`` asks for, its inputs resolved; ``None`` for a disabled run."""
+    spec = check_kind(opts.kind, opts.training)
+    settings, config, environments = resolve(opts)
     if settings.mode == DISABLED:
-        return settings, {}, []
-    if settings.mode == OFFLINE and settings.api_key is None:
-        _say_offline_once(opts.mode)
-    config = capture_config(opts.config)
-    # Offline runs may name no environment; online ones are checked before registering.
-    environments = coerce_environments(opts.environments) if opts.environments else []
-    return settings, config, environments
-
-
-_offline_said = False
-
-
-def _say_offline_once(mode: str | None) -> None:
-    """A run offline only because no key was found says so once per process (0.1.4 warned
-    too): a key forgotten in CI would otherwise go unnoticed. Asking for offline is quiet."""
-    global _offline_said
-    if _offline_said or (mode or os.environ.get(MODE_ENV, "")).strip():
-        return
-    _offline_said = True
-    logger.warning(
-        "prime-runs: no API key found, so runs are kept offline in the local archive; to go "
-        "online set %s (or pass api_key=, or run `prime login`), or upload later with "
-        "`prime-runs sync`. Pass mode='offline' to silence this.",
-        API_KEY_ENV,
-    )
-
-
-def describe(
-    opts: RunOptions, config: dict[str, Any], environments: list[Any], mode: str
-) -> dict[str, Any]:
-    return {
-        "name": opts.name,
-        "environments": [e.label for e in environments],
-        # Exactly as given (ids, slugs, version pins), so `sync` resolves the same ones.
-        "environment_refs": [
-            {k: v for k, v in dataclasses.asdict(e).items() if v} for e in environments
-        ],
-        "sinks": [s for s, on in (("traces", opts.traces), ("eval_samples", opts.samples)) if on],
-        "model": opts.model,
-        "framework": opts.framework,
-        "description": opts.description,
-        "tags": list(opts.tags),
-        "config": config,
-        "mode": mode,
-        "kind": "eval",
-        "created_at": time.time(),
-        "sdk": f"prime-runs {__version__}",
-        "resource": dict(opts.resource),
-    }
-
-
-def register_eval(
-    lifecycle: OnlineLifecycle, opts: RunOptions, config: dict[str, Any], environments: list[Any]
-) -> Registration:
-    """Create the run's evaluation as ``opts`` describes it (``init()`` and raw spans)."""
-    return lifecycle.register(
-        RunDescription(
-            name=opts.name,
-            environments=environments,
-            model=opts.model,
-            framework=opts.framework,
-            description=opts.description,
-            tags=list(opts.tags),
-            team_id=opts.team_id,
-            config=config,
-        )
-    )
-
-
-def online_archive(
-    opts: RunOptions, root: Path, run_id: str, description: dict[str, Any]
-) -> RunArchive | None:
-    """The run's journal, or None when it is off or cannot be written (said once)."""
-    if not opts.journal:
         return None
+    root = archive_root(opts.dir)
+    if opts.kind == TRAIN:
+        return TrainKind(opts, settings, config, environments, root, spec)
+    return EvalKind(opts, settings, config, environments, root)
+
+
+def open_run(opts: RunOptions) -> RunState | None:
+    """Open the run ``init()`` asked for; ``None`` for a disabled run."""
+    kind = _kind(opts)
+    return None if kind is None else _opened(kind)
+
+
+def _opened(kind: Kind[Any]) -> RunState:
+    return kind.offline() if kind.settings.mode == OFFLINE else _open_online(kind)
+
+
+def _open_online(kind: Kind[R]) -> RunState:
+    kind.check_online()
+    waited = register_timeout(kind.opts.register_timeout)  # a bad setting raises first
+    kind.connect()
     try:
-        return RunArchive.create(root, run_id, description)
-    except OSError as exc:
-        logger.warning(
-            "prime-runs: cannot write the run's journal under %s (%s); records that "
-            "fail to upload will not be recoverable by `prime-runs sync`",
-            root,
-            exc.strerror,
-        )
-        return None
+        if kind.opts.id:  # attaching sends no request
+            registration = kind.attach()
+        else:
+            attempt = Attempt(kind.request())
+            if not attempt.within(waited):
+                return _open_late(kind, attempt, waited)
+            registration = attempt.result()
+    except BaseException as exc:
+        kind.release()
+        return kind.failed(exc)
+    return kind.online(registration)
 
 
-def closing(work: Callable[P, None], shutdown: Callable[[], None]) -> Callable[P, None]:
-    """A run's closer: ``work`` (the close-out), then ``shutdown`` (its clients), always."""
+def _open_late(kind: Kind[R], attempt: Attempt[R], waited: float) -> RunState:
+    """``init()`` waited ``register_timeout`` for the create: the run goes on locally, and
+    is registered by the request still under way when the platform answers."""
+    state = kind.local()
+    note_intent(state, attempt)  # a crash before the answer: sync looks it up, never resends
+    local_id = state.run_id
 
-    def close(*args: P.args, **kwargs: P.kwargs) -> None:
+    def register() -> Registered:
         try:
-            work(*args, **kwargs)
-        finally:
-            shutdown()
+            registration = landed(state, attempt)
+        except BaseException as exc:
+            kind.release()
+            kind.not_registered(state, exc)
+            raise
+        where = {"id": registration.id, "url": registration.url, "name": registration.name}
+        record_platform(state, where)
+        say_registered(local_id, registration.id, registration.url)
+        return kind.registered(state, registration)
 
-    return close
-
-
-def closer(
-    lifecycle: OnlineLifecycle, registration: Registration, config: dict[str, Any], attached: bool
-) -> Closer:
-    """Closes the evaluation on the platform (finalize, or a terminal status)."""
-
-    def close(
-        state: RunState,
-        status: RunStatus,
-        summary: dict[str, Any],
-        reason: str | None,
-        deadline: float,
-    ) -> None:
-        state.ensure_whole()  # records still owed: left open for `prime-runs sync`
-        # Workers on other disks: the summary merges what the platform stored.
-        summary = _coverage.closing_summary(
-            state, lifecycle.client, registration.id, summary, deadline
-        )
-        lifecycle.close(
-            registration,
-            status=status,
-            summary=summary,
-            reason=reason,
-            config=config,
-            attached=attached,
-            deadline=deadline,
-        )
-
-    return closing(close, lifecycle.shutdown)
+    begin(state, register, kind.on_offline)
+    warn_late(state, waited)
+    return state
 
 
-def upload_context_of(opts: RunOptions) -> dict[str, str]:
-    return upload_context(
-        run_type="eval", framework=opts.framework, model=opts.model, resource=opts.resource
-    )
+def open_raw_run(opts: RunOptions) -> RunState | None:
+    """Open a raw ``run`` span's run without waiting on the network: a training run
+    (``prime.run.type = "train"``) or an evaluation; ``None`` when disabled."""
+    kind = _kind(opts)
+    if kind is None:
+        return None
+    if kind.settings.mode != ONLINE or opts.id:  # offline or attached: no request
+        return _opened(kind)
+    return _open_raw(kind)
 
 
-def wire_sinks(
-    state: RunState,
-    settings: Settings,
-    registration: Registration,
-    opts: RunOptions | None,
-    *,
-    context: Mapping[str, str],
-) -> None:
-    """Attach the online sinks (Prime Traces, v0 samples) to a run."""
-    assert settings.api_key is not None
-    sinks = build_sinks(
-        settings,
-        registration.id,
-        context,
-        traces=opts is None or opts.traces,
-        samples=opts is None or opts.samples,
-    )
-    state.delivery.attach(sinks)
+def _open_raw(kind: Kind[R]) -> RunState:
+    kind.check_online()  # a span that cannot register is not tracked
+    state = kind.local()
+
+    def register() -> Registered:
+        kind.connect()
+        try:
+            registration = kind.create(state)
+        except BaseException:
+            kind.release()
+            raise
+        return kind.registered(state, registration)
+
+    begin(state, register, kind.on_offline)
+    return state

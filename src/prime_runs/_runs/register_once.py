@@ -264,7 +264,7 @@ def _register_body(desc: dict[str, Any], settings: Settings, run_id: str) -> dic
             if isinstance(r, dict)
         ]
         config = desc.get("config")
-        # From run.json, not init()'s arguments (training_open): this run was opened earlier.
+        # From run.json, not init()'s arguments (train_kind): this run was opened earlier.
         return register_body(
             model=desc.get("model"),
             team_id=desc.get("team_id") or settings.team_id,

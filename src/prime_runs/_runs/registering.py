@@ -9,16 +9,15 @@ under a local id, with its journal; records logged meanwhile are journaled and h
 sinks. A short-lived thread (``begin``) applies the outcome when it comes: it attaches the
 sinks, which stamp the earlier records with the platform's id as they send them. If the
 platform refuses, the run goes on offline, as ``init()`` would have. ``finish()`` waits for
-the outcome within its deadline (``_latch.Pending``).
+the outcome within its deadline (``finish_sequence.Pending``).
 
 An intent in the archive comes first (with the time the request was sent), so a crash
 before the platform answers never leads to a second run: ``prime-runs sync`` looks the
 evaluation up, or for a training run stops and says how to go on, rather than register the
 run twice (``_runs/register_once``).
 
-The thread is the same for every kind of run: what differs is how the run is created and
-what it is given once it is (``Registered``). An evaluation's is in ``_runs/eval_open``, a
-training run's in ``_runs/training_open``.
+The thread is the same for every kind of run (``_runs/opening``): what differs is how the
+run is created and what it is given once it is (``Registered``), its ``Kind``.
 """
 
 from __future__ import annotations
@@ -33,7 +32,7 @@ from typing import Any, Generic, TypeVar
 
 from prime_runs import semconv
 from prime_runs._records.item import Sink
-from prime_runs._runs.latch import Pending
+from prime_runs._runs.finish_sequence import Pending
 from prime_runs._runs.state import Closer, Identity, RunState
 from prime_runs.errors import describe
 

@@ -19,7 +19,7 @@ from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.trace import StatusCode
 
 from prime_runs import semconv
-from prime_runs._runs.opening import RunOptions
+from prime_runs._runs.options import RunOptions
 from prime_runs.errors import ConfigurationError
 from prime_runs.platform.training import RUN_KINDS, TRAIN, TrainingSpec
 from prime_runs.status import RunStatus

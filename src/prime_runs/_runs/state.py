@@ -21,8 +21,7 @@ from prime_runs._journal.journal import Journal
 from prime_runs._records.encode import Encoded, encode
 from prime_runs._records.item import Outcome, Sink
 from prime_runs._runs.accounting import Counters, Reporter
-from prime_runs._runs.finish_sequence import FinishSequence, LogGate
-from prime_runs._runs.latch import Pending
+from prime_runs._runs.finish_sequence import FinishSequence, LogGate, Pending
 from prime_runs.exporters._channel import Channel
 from prime_runs.metrics import SummaryAccumulator
 from prime_runs.settings import OFFLINE, ONLINE
@@ -96,7 +95,7 @@ class RunState(FinishSequence):
         self.already_stored = 0
         self._pid = os.getpid()
         self.span: Any = None
-        # Set once there is one: a training run's metrics side (``_runs/training_open``,
+        # Set once there is one: a training run's metrics side (``_runs/train_kind``,
         # ``_runs/join``) and the ``Run`` handle on this state (``api``).
         self.training: TrainingSide | None = None
         self.handle: Run | None = None
