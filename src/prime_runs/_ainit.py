@@ -16,7 +16,7 @@ from typing import Any
 
 import prime_runs._runs.exithooks as _exit
 from prime_runs._runs.aio import off_loop
-from prime_runs._runs.argcheck import check_arguments
+from prime_runs._runs.options import check_arguments
 from prime_runs.api import init
 from prime_runs.run import Run
 from prime_runs.status import RunStatus

@@ -18,12 +18,11 @@ from prime_runs import semconv
 from prime_runs._delivery.provenance import from_resource
 from prime_runs._records.ids import ID_GENERATOR
 from prime_runs._runs.accounting import RAISE
-from prime_runs._runs.argcheck import check_arguments
 from prime_runs._runs.compat014 import apply_opt_out, disabled_config
 from prime_runs._runs.handling import run_span_attributes
 from prime_runs._runs.join import context_to_join, shared_join
 from prime_runs._runs.opening import open_run
-from prime_runs._runs.options import RunOptions, check_on_error
+from prime_runs._runs.options import RunOptions, check_arguments, check_on_error
 from prime_runs._runs.state import RunState
 from prime_runs._runs.training import check_kind
 from prime_runs._version import __version__

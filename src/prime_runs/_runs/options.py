@@ -1,6 +1,7 @@
 """What opening any run needs, whatever its kind: what ``init()`` (or a raw ``run`` span)
-was given, checked and resolved into settings, config and environments before anything is
-created; the run's description, archive and closer. The one way a run opens is
+was given, its keywords checked by type (``check_arguments``, ``configure_exporter()``'s
+too) and resolved into settings, config and environments before anything is created;
+the run's description, archive and closer. The one way a run opens is
 ``_runs/opening``; what differs between an evaluation and a training run is its kind
 (``_runs/eval_kind``, ``_runs/train_kind``)."""
 
@@ -8,24 +9,33 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import math
 import os
 import reprlib
 import secrets
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ParamSpec
 
 from prime_runs._journal.archive import RunArchive
+from prime_runs._runid import check_run_id
 from prime_runs._runs.accounting import RAISE
-from prime_runs._runs.argcheck import check_arguments
 from prime_runs._runs.config import capture_config
 from prime_runs._runs.state import WARN
 from prime_runs._version import __version__
 from prime_runs.errors import ConfigurationError
-from prime_runs.platform.environments import coerce_environments
-from prime_runs.settings import API_KEY_ENV, DIR_ENV, DISABLED, MODE_ENV, OFFLINE, Settings
+from prime_runs.platform.environments import check_environments_type, coerce_environments
+from prime_runs.settings import (
+    API_KEY_ENV,
+    DIR_ENV,
+    DISABLED,
+    MODE_ENV,
+    OFFLINE,
+    Settings,
+    check_register_timeout,
+)
 
 logger = logging.getLogger("prime_runs")
 
@@ -64,6 +74,110 @@ class RunOptions:
     # How long init() waits for the platform to register the run (None: the setting's
     # default, see ``settings.register_timeout``); raw spans never wait.
     register_timeout: float | None = None
+
+
+# -- init()'s keywords, checked by type before anything is created ----------------
+#
+# Each failure is a ``ConfigurationError`` naming the keyword (``dir=``), what it got and
+# what it takes, raised before any request or file write. Values (a mode's spelling, a
+# URL's scheme, an API key's characters) are checked where they are resolved, in
+# ``settings``.
+
+#: Keywords that take a string or None.
+_OPTIONAL_TEXT = (
+    "name",
+    "model",
+    "framework",
+    "description",
+    "team_id",
+    "mode",
+    "api_key",
+    "base_url",
+)
+_FLAGS = ("traces", "samples", "journal", "handle_signals")
+
+
+def _kind(value: object) -> str:
+    return type(value).__name__
+
+
+def check_arguments(arguments: Mapping[str, Any]) -> None:
+    """Check the keywords present in ``arguments``; absent ones are not checked."""
+    for key in _OPTIONAL_TEXT:
+        value = arguments.get(key)
+        if value is not None and not isinstance(value, str):
+            raise ConfigurationError(f"{key}= must be a string or None, got {_kind(value)}")
+    for key in _FLAGS:
+        if key in arguments and not isinstance(arguments[key], bool):
+            raise ConfigurationError(f"{key}= must be True or False, got {_kind(arguments[key])}")
+    run_id = arguments.get("id")
+    if run_id is not None:
+        check_run_id(
+            run_id,
+            source="id=",
+            fix="pass the id the platform gave the run (e.g. a hosted evaluation's "
+            "$EVALUATION_ID), or leave id= out",
+        )
+    directory = arguments.get("dir")
+    if directory is not None and not isinstance(directory, (str, os.PathLike)):
+        raise ConfigurationError(
+            f"dir= must be a path (str or os.PathLike), got {_kind(directory)}"
+        )
+    _check_tags(arguments.get("tags"))
+    check_environments_type(arguments.get("environments"))
+    _check_014_keywords(arguments)
+    if arguments.get("register_timeout") is not None:
+        check_register_timeout(arguments["register_timeout"])
+    join = arguments.get("join")
+    if join is not None and not isinstance(join, (bool, Mapping)):
+        raise ConfigurationError(
+            f"join= must be True, False, None or a carrier mapping, got {_kind(join)}"
+        )
+
+
+def _check_014_keywords(arguments: Mapping[str, Any]) -> None:
+    """0.1.4's ``traces_opt_out=`` and ``finish_timeout=``."""
+    opt_out = arguments.get("traces_opt_out")
+    if opt_out is not None and not isinstance(opt_out, bool):
+        raise ConfigurationError(
+            f"traces_opt_out= must be True, False or None (None: {_OPT_OUT_SOURCES}), "
+            f"got {_kind(opt_out)}"
+        )
+    timeout = arguments.get("finish_timeout")
+    if timeout is None:
+        return
+    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)):
+        raise ConfigurationError(
+            f"finish_timeout= must be a number of seconds or None (300 s), got {_kind(timeout)}"
+        )
+    if (isinstance(timeout, float) and math.isnan(timeout)) or timeout < 0:
+        raise ConfigurationError(
+            f"finish_timeout={timeout!r} is not valid: give seconds >= 0 (0: do not wait for "
+            "uploads; inf: up to 24 hours), or None for the default 300 s"
+        )
+
+
+_OPT_OUT_SOURCES = "PRIME_TRACES_OPT_OUT, then traces_opt_out in ~/.prime/config.json"
+
+
+def _check_tags(tags: object) -> None:
+    if tags is None:
+        return
+    # A str is iterable: "abc" must not silently become ["a", "b", "c"].
+    if isinstance(tags, (str, bytes)) or not isinstance(tags, Iterable):
+        raise ConfigurationError(
+            f"tags= must be a list of strings, got {_kind(tags)}; e.g. tags=['baseline']"
+        )
+    if not isinstance(tags, Collection):
+        return  # a one-shot iterable is not consumed here; its list is checked later
+    bad = [t for t in tags if not isinstance(t, str)]
+    if bad:
+        raise ConfigurationError(
+            f"tags= must be a list of strings; got a {_kind(bad[0])} entry {reprlib.repr(bad[0])}"
+        )
+
+
+# -- resolved ---------------------------------------------------------------------
 
 
 def environments_hint(opts: RunOptions) -> str:
