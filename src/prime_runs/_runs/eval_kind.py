@@ -8,7 +8,6 @@ from __future__ import annotations
 import dataclasses
 import logging
 from collections.abc import Callable, Mapping
-from pathlib import Path
 from typing import Any
 
 import prime_runs._runs.coverage as _coverage
@@ -16,6 +15,7 @@ import prime_runs._runs.register_once as register_once
 from prime_runs._delivery.provenance import upload_context
 from prime_runs._runs.accounting import RAISE
 from prime_runs._runs.options import (
+    Resolved,
     RunOptions,
     closing,
     describe,
@@ -39,25 +39,11 @@ logger = logging.getLogger("prime_runs")
 SINK_NAMES = (("traces", "traces"), ("eval_samples", "samples"))
 
 
-class EvalKind:
+class EvalKind(Resolved):
     """The ``Kind`` of an evaluation run, for one opening."""
 
     on_offline: Callable[[], None] | None = None
-
-    def __init__(
-        self,
-        opts: RunOptions,
-        settings: Settings,
-        config: dict[str, Any],
-        environments: list[Any],
-        root: Path,
-    ) -> None:
-        self.opts = opts
-        self.settings = settings
-        self.config = config
-        self.environments = environments
-        self.root = root
-        self._lifecycle: OnlineLifecycle | None = None
+    _lifecycle: OnlineLifecycle | None = None  # connect() makes it
 
     @property
     def lifecycle(self) -> OnlineLifecycle:

@@ -28,7 +28,7 @@ from prime_runs._runs.registering import (
 from prime_runs._runs.state import RunState
 from prime_runs._runs.train_kind import TrainKind
 from prime_runs._runs.training import check_kind
-from prime_runs.platform.training import TRAIN
+from prime_runs.platform.training import TRAIN, TrainingSpec
 from prime_runs.settings import DISABLED, OFFLINE, ONLINE, Settings, register_timeout
 
 
@@ -77,7 +77,7 @@ def _kind(opts: RunOptions) -> Kind[Any] | None:
         return None
     root = archive_root(opts.dir)
     if opts.kind == TRAIN:
-        return TrainKind(opts, settings, config, environments, root, spec)
+        return TrainKind(opts, settings, config, environments, root, spec or TrainingSpec())
     return EvalKind(opts, settings, config, environments, root)
 
 

@@ -180,6 +180,18 @@ def _check_tags(tags: object) -> None:
 # -- resolved ---------------------------------------------------------------------
 
 
+@dataclass(repr=False, eq=False)  # no repr: the settings hold the API key
+class Resolved:
+    """What a run opens from, whatever its kind: ``init()``'s options, what they resolved
+    to (``resolve``) and the archive root."""
+
+    opts: RunOptions
+    settings: Settings
+    config: dict[str, Any]
+    environments: list[Any]
+    root: Path
+
+
 def environments_hint(opts: RunOptions) -> str:
     if opts.from_span:
         return "set the run span's prime.run.environments attribute (a list of names)"

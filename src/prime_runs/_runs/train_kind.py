@@ -10,7 +10,7 @@ import dataclasses
 import logging
 import time
 from collections.abc import Callable
-from pathlib import Path
+from dataclasses import dataclass, field
 from typing import Any
 
 import prime_runs._runs.finishing as _finishing
@@ -19,7 +19,7 @@ from prime_runs._delivery.provenance import upload_context
 from prime_runs._journal.archive import RunArchive
 from prime_runs._records.item import Sink
 from prime_runs._runs.options import (
-    RunOptions,
+    Resolved,
     closing,
     describe,
     local_run_id,
@@ -43,32 +43,19 @@ from prime_runs.platform.training import (
     TrainingSpec,
     register_body,
 )
-from prime_runs.settings import OFFLINE, ONLINE, Settings
+from prime_runs.settings import OFFLINE, ONLINE
 from prime_runs.status import RunStatus
 
 logger = logging.getLogger("prime_runs")
 
 
-class TrainKind:
+@dataclass(repr=False, eq=False)
+class TrainKind(Resolved):
     """The ``Kind`` of a training run, for one opening."""
 
-    def __init__(
-        self,
-        opts: RunOptions,
-        settings: Settings,
-        config: dict[str, Any],
-        environments: list[Any],
-        root: Path,
-        spec: TrainingSpec | None,
-    ) -> None:
-        self.opts = opts
-        self.settings = settings
-        self.config = config
-        self.environments = environments
-        self.root = root
-        self.spec = spec or TrainingSpec()
-        self._platform: TrainingPlatform | None = None
-        self._side: TrainingSide | None = None  # the local run's, while it registers
+    spec: TrainingSpec = field(default_factory=TrainingSpec)
+    _platform: TrainingPlatform | None = field(default=None, init=False)  # connect()'s
+    _side: TrainingSide | None = field(default=None, init=False)  # local(), while registering
 
     @property
     def platform(self) -> TrainingPlatform:
