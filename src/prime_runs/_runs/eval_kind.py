@@ -5,7 +5,7 @@ refuses leaves the run offline, for ``prime-runs sync``, unless ``on_error="rais
 
 from __future__ import annotations
 
-import dataclasses
+import functools
 import logging
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -50,7 +50,10 @@ class EvalKind(Resolved):
         assert self._lifecycle is not None, "connect() first"
         return self._lifecycle
 
-    def _name(self) -> str:
+    @functools.cached_property
+    def name(self) -> str:
+        """The run's name, drawn once (a default one is random): the local archive, the
+        create and a late registration's look-up all use the same."""
         default = default_name(dataset_name(self.environments), self.opts.framework)
         return self.opts.name or default
 
@@ -58,7 +61,7 @@ class EvalKind(Resolved):
         opts = self.opts
         run_id = local_run_id()
         description = describe(opts, self.config, self.environments, OFFLINE)
-        description["name"] = name = self._name()
+        description["name"] = name = self.name
         if reason:
             description["offline_because"] = reason
         archive = offline_archive(self.root, run_id, description)
@@ -95,8 +98,6 @@ class EvalKind(Resolved):
         return self.lifecycle.attach(str(self.opts.id))
 
     def request(self) -> Callable[[], Registration]:
-        # Named here, not by the create: a late registration is looked up by its name.
-        self.opts = dataclasses.replace(self.opts, name=self._name())
         return lambda: self._register(self.lifecycle)
 
     def _register(self, lifecycle: OnlineLifecycle) -> Registration:
@@ -104,7 +105,7 @@ class EvalKind(Resolved):
         opts = self.opts
         return lifecycle.register(
             RunDescription(
-                name=opts.name,
+                name=self.name,
                 environments=self.environments,
                 model=opts.model,
                 framework=opts.framework,
@@ -151,7 +152,7 @@ class EvalKind(Resolved):
         opts = self.opts
         local_id = local_run_id()
         description = describe(opts, self.config, self.environments, ONLINE)
-        description["name"] = self._name()
+        description["name"] = self.name
         state = RunState(
             Identity(local_id, description["name"], ONLINE, local=True),
             description=description,
@@ -189,8 +190,7 @@ class EvalKind(Resolved):
             state.archive, self.settings, client, claimed=set()
         )
         url = found.get("url")
-        name = str(state.description["name"])
-        return Registration(str(found["id"]), name, url if isinstance(url, str) else None)
+        return Registration(str(found["id"]), self.name, url if isinstance(url, str) else None)
 
 
 def closer(

@@ -104,7 +104,7 @@ class TrainingSide:
         self.delivery.forget_expected()
 
     def log(self, row: dict[str, Any], step: int | None) -> None:
-        """Send ``row`` (``clean_metrics(checked=False)``) as the metrics of ``step``;
+        """Send ``row`` (``_cleaned``, not yet known to be JSON) as the metrics of ``step``;
         ``RecordError``, with nothing sent, when it is no JSON."""
         if step is not None:
             row.setdefault("step", step)
@@ -196,18 +196,22 @@ def _finite(value: Any) -> Any:
     return value
 
 
-def clean_metrics(values: object, *, checked: bool = True) -> dict[str, Any]:
-    """A copy of ``values`` ready to send; ``RecordError`` for what is no metrics row.
-    ``checked=False`` leaves the JSON check to the caller's encode (``TrainingSide.log``)."""
+def clean_metrics(values: object) -> dict[str, Any]:
+    """A copy of ``values`` ready to send; ``RecordError`` for what is no metrics row."""
+    row = _cleaned(values)
+    _encoded(row)
+    return row
+
+
+def _cleaned(values: object) -> dict[str, Any]:
+    """``clean_metrics`` but for the JSON check, which ``TrainingSide.log``'s one encode
+    of the row makes."""
     if not isinstance(values, Mapping):
         raise RecordError(f"metrics must be a mapping, not {type(values).__name__}")
     bad = [k for k in values if not isinstance(k, str)]
     if bad:
         raise RecordError(f"metric names must be strings, got {type(bad[0]).__name__}")
-    row: dict[str, Any] = _finite(values)
-    if checked:
-        _encoded(row)
-    return row
+    return _finite(values)  # a new dict: the caller's mapping is never changed
 
 
 def _encoded(value: Any) -> bytes:
@@ -277,7 +281,7 @@ def log_metrics(state: RunState | None, values: object, step: object) -> None:
             refuse_eval_row(state)  # an evaluation has no metrics rows
             return
         try:
-            side.log(clean_metrics(values, checked=False), step)
+            side.log(_cleaned(values), step)
         except RecordError as exc:
             refuse_bad(state, exc, "a metrics row")
     except RecordError:
